@@ -29,7 +29,10 @@ def _image_records(p, plan: Plan, config: Config):
             # then born in random order, so every shard is a random mix of the listing.
             | "PermuteSources" >> PermuteOrder(plan.permute_buckets)
             | "SpreadReads" >> beam.Reshuffle()
-            | "ReadImages" >> beam.ParDo(ReadImages(plan.label_map, config.image_keys, config.image.max_pixels))
+            | "BatchSources" >> beam.BatchElements(min_batch_size=config.image.read_batch,
+                                                      max_batch_size=config.image.read_batch)
+            | "ReadImages" >> beam.ParDo(ReadImages(plan.label_map, config.image_keys, config.image.max_pixels,
+                                                    config.image.read_threads))
             .with_outputs(DEAD_LETTERS, main="records"))
     return read.records, listed.skipped, [listed.dead_letters, read.dead_letters], None
 

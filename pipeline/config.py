@@ -32,6 +32,8 @@ class ConfigError(ValueError):
 class ImageConfig:
     extensions: tuple[str, ...] = IMAGE_EXTENSIONS
     max_pixels: int = 89_478_485  # Pillow's decompression-bomb threshold: ~9.5k x 9.5k
+    read_threads: int = 4  # files read and checked at once per worker thread (see transforms.images)
+    read_batch: int = 32  # sources handed to those threads at a time
     keys: Mapping[str, str] = dataclasses.field(default_factory=lambda: dict(DEFAULT_IMAGE_KEYS))
 
 
@@ -69,6 +71,8 @@ class Config:
             check_split_name(name)
         if not 0 <= self.max_error_fraction <= 1:
             raise ConfigError("max_error_fraction must be between 0 and 1")
+        if self.image.read_threads < 1 or self.image.read_batch < 1:
+            raise ConfigError("image.read_threads and image.read_batch must be >= 1")
         unknown_roles = set(self.image.keys) - set(DEFAULT_IMAGE_KEYS)
         if unknown_roles:
             raise ConfigError(f"image.keys: unknown roles {sorted(unknown_roles)}; roles are {sorted(DEFAULT_IMAGE_KEYS)}")

@@ -3,7 +3,8 @@
 
 Usage::
 
-    python scripts/benchmark.py [--corpus bench/photos] [--variants pipeline,serial_tf,plain_beam,floor]
+    python scripts/benchmark.py [--corpus bench/photos]
+                                [--variants pipeline,pipeline_parallel,serial_tf,plain_beam,floor]
                                 [--runs 3] [--pipeline_args "--some_flag value"] [--json results.json]
 
 Runs every variant ``--runs`` times, each run in its own subprocess, round-robin (run 1 of every
@@ -13,8 +14,9 @@ of:
 
 * images/s and MB/s: the corpus' file count and input bytes divided by the wall-clock time of the
   whole subprocess, interpreter start to exit (imports and runner start-up included, as a user of
-  the CLI sees it). For the variants implemented in this script the time after imports is also
-  reported (``img/s work``).
+  the CLI sees it). The time after imports is also reported (``img/s work``): for the script
+  variants from their own clock, for the pipeline variants the ``elapsed`` of the CLI's summary
+  (job construction and run, after imports and planning).
 * peak RSS: the maximum, over samples taken every ~50 ms, of the summed VmRSS of the subprocess and
   all its descendants (read from /proc; shared pages are counted once per process).
 
@@ -26,6 +28,8 @@ Variants:
                 words of ``--pipeline_args`` (give it as ``--pipeline_args="--flag value"`` when it
                 starts with a dash and has no space). A run that fails is reported with its stderr
                 and the variant's remaining runs are skipped.
+``pipeline_parallel``  the same with ``--direct_num_workers 0``: the FnApiRunner with one
+                in-process worker per core, instead of the single-threaded default runner.
 ``serial_tf``   the TensorFlow tutorials' serial loop: ``tf.io.read_file``, ``tf.io.decode_jpeg`` for
                 the dimensions, a ``tf.train.Example`` (image/encoded, height, width, channels,
                 label, class text, filename, format) written with
@@ -55,6 +59,7 @@ import io
 import json
 import os
 import platform
+import re
 import resource
 import shlex
 import shutil
@@ -68,7 +73,9 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CORPUS = os.path.join(REPO_ROOT, "bench", "photos")
-VARIANTS = ("pipeline", "serial_tf", "plain_beam", "floor")
+VARIANTS = ("pipeline", "pipeline_parallel", "serial_tf", "plain_beam", "floor")
+PIPELINE_VARIANTS = {"pipeline": [], "pipeline_parallel": ["--direct_num_workers", "0"]}
+PIPELINE_ELAPSED = re.compile(r"^\s*elapsed ([0-9.]+) s,", re.MULTILINE)
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
 RESULT_TAG = "BENCHMARK_RESULT "
 SAMPLE_INTERVAL_S = 0.05
@@ -401,12 +408,17 @@ def _tail(path: str, limit: int = 3000) -> str:
 
 
 def _parse_result(stdout_path: str) -> dict | None:
+    """The script workers' tagged JSON line, or the elapsed time in the pipeline CLI's summary."""
     try:
         with open(stdout_path, encoding="utf-8", errors="replace") as f:
-            lines = [line for line in f if line.startswith(RESULT_TAG)]
+            text = f.read()
     except OSError:
         return None
-    return json.loads(lines[-1][len(RESULT_TAG) :]) if lines else None
+    lines = [line for line in text.splitlines() if line.startswith(RESULT_TAG)]
+    if lines:
+        return json.loads(lines[-1][len(RESULT_TAG) :])
+    elapsed = PIPELINE_ELAPSED.search(text)
+    return {"work_s": float(elapsed.group(1))} if elapsed else None
 
 
 def run_measured(cmd: list[str], log_dir: str, timeout: float) -> dict:
@@ -449,8 +461,9 @@ def run_measured(cmd: list[str], log_dir: str, timeout: float) -> dict:
 
 
 def variant_command(variant: str, corpus: str, dest: str, pipeline_args: list[str]) -> list[str]:
-    if variant == "pipeline":
-        return [sys.executable, "-m", "pipeline", "--input", corpus, "--output", dest, "--overwrite", *pipeline_args]
+    if variant in PIPELINE_VARIANTS:
+        return [sys.executable, "-m", "pipeline", "--input", corpus, "--output", dest, "--overwrite",
+                *PIPELINE_VARIANTS[variant], *pipeline_args]
     return [sys.executable, os.path.abspath(__file__), "--worker", variant, "--corpus", corpus, "--dest", dest]
 
 
@@ -499,7 +512,7 @@ def print_table(results: dict, corpus: dict, runs: int) -> None:
     base_tp = results.get("serial_tf", {}).get("median", {}).get("images_per_s")
     base_rss = results.get("plain_beam", {}).get("median", {}).get("peak_rss_mb")
     header = (
-        f"{'variant':<11} {'ok':>5} {'img/s':>8} {'(min-max)':>13} {'MB/s':>7} {'peak RSS MB':>12} "
+        f"{'variant':<17} {'ok':>5} {'img/s':>8} {'(min-max)':>13} {'MB/s':>7} {'peak RSS MB':>12} "
         f"{'vs serial_tf':>13} {'RSS vs beam':>12} {'wall s':>7} {'cpu s':>7} {'img/s work':>11} {'records':>8}"
     )
     print()
@@ -512,14 +525,14 @@ def print_table(results: dict, corpus: dict, runs: int) -> None:
     for variant, summary in results.items():
         med = summary.get("median")
         if not med:
-            print(f"{variant:<11} {summary['ok_runs']:>2}/{len(summary['runs']):<2} FAILED (see below)")
+            print(f"{variant:<17} {summary['ok_runs']:>2}/{len(summary['runs']):<2} FAILED (see below)")
             continue
         tp_ratio = med["images_per_s"] / base_tp if base_tp else None
         rss_ratio = med["peak_rss_mb"] / base_rss if base_rss else None
         records = summary.get("verify", {}).get("records")
         spread = f"({summary['min_images_per_s']:.0f}-{summary['max_images_per_s']:.0f})"
         print(
-            f"{variant:<11} {summary['ok_runs']:>2}/{len(summary['runs']):<2} {med['images_per_s']:>8.1f} {spread:>13} "
+            f"{variant:<17} {summary['ok_runs']:>2}/{len(summary['runs']):<2} {med['images_per_s']:>8.1f} {spread:>13} "
             f"{med['mb_per_s']:>7.1f} {med['peak_rss_mb']:>12.0f} {_fmt(tp_ratio, '.2f', 'x'):>13} "
             f"{_fmt(rss_ratio, '.2f', 'x'):>12} {med['wall_s']:>7.2f} {med['cpu_s']:>7.2f} {_fmt(med['work_images_per_s'], '.1f'):>11} "
             f"{_fmt(records, 'd'):>8}"
@@ -528,8 +541,13 @@ def print_table(results: dict, corpus: dict, runs: int) -> None:
         "\nimg/s, MB/s: corpus files / input bytes over the subprocess' wall-clock time, start-up included;"
         "\ncpu s: user+system CPU seconds of the process tree (insensitive to other load on the machine);"
         "\npeak RSS: summed VmRSS of the process tree, sampled every ~50 ms; img/s work: after imports"
-        "\n(script variants only); records: TFRecord records counted in the first run's output."
+        "\n(pipeline variants: the summary's elapsed); records: TFRecord records counted in the first run's output."
     )
+    work = [f"{variant} {summary['ratios']['work_throughput_vs_serial_tf']:.2f}x"
+            for variant, summary in results.items()
+            if variant in PIPELINE_VARIANTS and summary.get("ratios", {}).get("work_throughput_vs_serial_tf")]
+    if work:
+        print(f"after start-up (img/s work) vs serial_tf: {', '.join(work)}")
     for variant, summary in results.items():
         for problem in summary.get("problems", []):
             print(f"\n[{variant}] {problem}")
@@ -633,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
                 run_dir = os.path.join(work_root, f"{variant}-{run_index}")
                 dest = os.path.join(run_dir, "out")
                 os.makedirs(run_dir)
-                if variant != "pipeline":
+                if variant not in PIPELINE_VARIANTS:
                     os.makedirs(dest)  # the pipeline creates its own output folder
                 measured = run_measured(
                     variant_command(variant, corpus_path, dest, pipeline_args), run_dir, args.timeout
@@ -659,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
                 ok = measured["rc"] == 0 and not measured["timed_out"]
                 status = "ok" if ok else ("TIMED OUT" if measured["timed_out"] else f"FAILED rc={measured['rc']}")
                 print(
-                    f"  run {run_index + 1}/{args.runs} {variant:<11} {status:<10} {record['wall_s']:7.2f} s  "
+                    f"  run {run_index + 1}/{args.runs} {variant:<17} {status:<10} {record['wall_s']:7.2f} s  "
                     f"{record['images_per_s']:7.1f} img/s  cpu {record['cpu_s']:6.1f} s  peak RSS {record['peak_rss_mb']:6.0f} MB"
                     f"  (load {record['loadavg_after']:.1f})",
                     flush=True,
@@ -698,8 +716,11 @@ def main(argv: list[str] | None = None) -> int:
     for summary in results.values():
         med = summary.get("median")
         if med:
+            base_work = results.get("serial_tf", {}).get("median", {}).get("work_images_per_s")
             summary["ratios"] = {
                 "throughput_vs_serial_tf": med["images_per_s"] / base_tp if base_tp else None,
+                "work_throughput_vs_serial_tf": (med["work_images_per_s"] / base_work
+                                                 if base_work and med["work_images_per_s"] else None),
                 "peak_rss_vs_plain_beam": med["peak_rss_mb"] / base_rss if base_rss else None,
             }
 

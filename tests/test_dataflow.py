@@ -36,7 +36,7 @@ SAMPLE = REPO / "sample" / "images"
 WORKER_IMAGE = "us-central1-docker.pkg.dev/test-project/tfrecord/tfrecord-worker:0.1.0"
 ENV = {"PROJECT": "test-project", "BUCKET": "test-bucket", "REGION": "europe-west4",
        "SUBNETWORK": "regions/europe-west4/subnetworks/private", "USE_PUBLIC_IPS": "false"}
-OUR_STEPS = {"ListClassFolders", "PermuteSources", "SpreadReads", "ReadImages", "WriteSplits", "WriteDeadLetters",
+OUR_STEPS = {"ListClassFolders", "PermuteSources", "SpreadReads", "BatchSources", "ReadImages", "WriteSplits", "WriteDeadLetters",
              "Summarize", "PublishManifest"}
 
 

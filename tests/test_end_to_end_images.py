@@ -63,10 +63,12 @@ def messy_folder(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module")
-def converted(messy_folder, tmp_path_factory):
+@pytest.fixture(scope="module", params=[[], ["--direct_num_workers", "2"]], ids=["default", "parallel"])
+def converted(messy_folder, tmp_path_factory, request):
+    """The messy folder converted by each local runner the CLI picks: the lean single-threaded one
+    and the parallel one (the FnApiRunner with two in-process workers)."""
     out = tmp_path_factory.mktemp("out") / "dataset"
-    assert main(["--input", str(messy_folder), "--output", str(out), "--max_error_fraction", "0.5"]) == 0
+    assert main(["--input", str(messy_folder), "--output", str(out), "--max_error_fraction", "0.5", *request.param]) == 0
     return out
 
 

@@ -60,3 +60,13 @@ def test_local_runner_defaults():
     chosen = pipeline_options(["--runner", "FnApiRunner", "--direct_running_mode", "multi_processing"])
     assert chosen.view_as(DirectOptions).direct_running_mode == "multi_processing"
     assert pipeline_options(["--runner", "DataflowRunner"]).view_as(StandardOptions).runner == "DataflowRunner"
+    for workers in ("2", "0"):  # asking for parallel local workers gets the runner that has them
+        parallel = pipeline_options(["--direct_num_workers", workers])
+        assert parallel.view_as(StandardOptions).runner == "FnApiRunner"
+        assert parallel.view_as(DirectOptions).direct_running_mode == "in_memory"
+
+
+@pytest.mark.parametrize("setting", [{"read_threads": 0}, {"read_batch": 0}])
+def test_image_reading_needs_a_thread_and_a_batch(setting):
+    with pytest.raises(ConfigError, match="read_threads and image.read_batch"):
+        load_config(None, {"image": setting})

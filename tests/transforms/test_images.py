@@ -1,0 +1,75 @@
+"""ReadImages on the DirectRunner: a batch of sources becomes one record or one dead letter per
+source, converted on the DoFn's thread pool, with the counters counted on the bundle's thread."""
+
+import apache_beam as beam
+import pytest
+import tensorflow as tf
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipeline.config import DEFAULT_IMAGE_KEYS
+from tests import broken_images
+from transforms.images import ReadImages
+from transforms.outcomes import DEAD_LETTERS, METRICS_NAMESPACE, Source
+
+LABELS = ("cat", "dog")
+
+
+@pytest.fixture()
+def sources(tmp_path):
+    """Ten good JPEGs of varied sizes, a truncated one, a missing one and one with an unplanned label."""
+    good = {}
+    for i in range(10):
+        path = tmp_path / f"good{i}.jpg"
+        path.write_bytes(broken_images.image_bytes("JPEG", "RGB", (20 + i, 10 + i)))
+        good[str(path)] = (20 + i, 10 + i)
+    (tmp_path / "truncated.jpg").write_bytes(broken_images.truncated_jpeg())
+    (tmp_path / "bird.jpg").write_bytes(broken_images.image_bytes("JPEG", "RGB", (8, 8)))
+    bad = {str(tmp_path / "truncated.jpg"): "decode", str(tmp_path / "missing.jpg"): "read",
+           str(tmp_path / "bird.jpg"): "label"}
+    listed = [Source(uri, uri, "bird" if uri.endswith("bird.jpg") else LABELS[n % 2], "train")
+              for n, uri in enumerate([*good, *bad])]
+    return listed, good, bad
+
+
+def _run(listed, batch_size, threads):
+    p = TestPipeline()
+    out = (p
+           | beam.Create([listed[i:i + batch_size] for i in range(0, len(listed), batch_size)])
+           | beam.ParDo(ReadImages(LABELS, DEFAULT_IMAGE_KEYS, max_pixels=1_000_000, threads=threads))
+           .with_outputs(DEAD_LETTERS, main="records"))
+    return p, out
+
+
+@pytest.mark.parametrize("batch_size,threads", [(1, 1), (4, 3), (13, 8)])
+def test_one_outcome_per_source(sources, batch_size, threads):
+    listed, good, bad = sources
+    labels = {s.uri: s.label for s in listed}
+    p, out = _run(listed, batch_size, threads)
+
+    def check_records(records):
+        seen = {}
+        for record in records:
+            feature = tf.train.Example.FromString(record.data).features.feature
+            uri = feature["image/filename"].bytes_list.value[0].decode()
+            seen[uri] = (feature["image/width"].int64_list.value[0], feature["image/height"].int64_list.value[0])
+            assert feature["image/class/label"].int64_list.value[0] == LABELS.index(labels[uri]) == LABELS.index(record.label)
+        assert seen == good
+
+    assert_that(out.records, check_records, label="records")
+    assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: (d.source, d.stage)), equal_to(list(bad.items())),
+                label="dead letters")
+    result = p.run()
+    result.wait_until_finish()
+    counters = {c.key.metric.name: c.committed
+                for c in result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))["counters"]}
+    good_bytes = sum(len(broken_images.image_bytes("JPEG", "RGB", size)) for size in good.values())
+    assert counters["written"] == len(good) and counters["errors"] == len(bad)
+    # bytes of every file read: the good ones and the truncated one (missing and bird are not read)
+    assert counters["bytes_read"] == good_bytes + len(broken_images.truncated_jpeg())
+
+
+def test_threads_must_be_positive():
+    with pytest.raises(ValueError, match="threads"):
+        ReadImages(LABELS, DEFAULT_IMAGE_KEYS, max_pixels=10_000, threads=0)
