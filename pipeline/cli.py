@@ -66,7 +66,8 @@ def pipeline_options(beam_args: list[str]) -> PipelineOptions:
     peaked at 390 MB instead of 1,080 MB (that runner re-encodes every element at each
     GroupByKey). But it runs every bundle on one thread, so GZIP compression (about half the
     work) uses one core: `--direct_num_workers N` (0: one per core) picks the FnApiRunner with N
-    in-process workers instead, ~1.2x faster on 2 cores for ~3x the memory (scripts/benchmark.py).
+    in-process workers instead: 5-11% faster on 2 cores for ~3x the memory (scripts/benchmark.py),
+    and it scales with cores where the default cannot.
     An explicit --runner DirectRunner/FnApiRunner gets direct_running_mode=in_memory unless told
     otherwise: multi_threading lost records here (1,990 of 2,000 written)."""
     options = PipelineOptions(beam_args)
