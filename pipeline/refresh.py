@@ -34,7 +34,8 @@ import time
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.cli import overrides, parser as convert_parser, pipeline_options, run_job, stages_only, summary_text
+from pipeline.cli import (make_pipeline, overrides, parser as convert_parser, pipeline_options, run_job, stages_only,
+                          summary_text)
 from pipeline.config import Config, ConfigError, load_config, to_dict
 from pipeline.latest import (LATEST_NAME, LatestPointerError, is_version, join, new_version, read_pointer,
                              version_time)
@@ -194,7 +195,7 @@ def _report_unchanged(message: str) -> None:
 def _stage_unchanged_job(beam_args: list[str], message: str) -> None:
     """A Flex Template launch must stage a job (the launcher fails without one): a one-step job
     that only reports the skip, touching no data."""
-    p = beam.Pipeline(options=pipeline_options(beam_args))
+    p = make_pipeline(pipeline_options(beam_args))
     _ = p | "NothingChanged" >> beam.Create([message]) | "Report" >> beam.Map(_report_unchanged)
     p.run()
 

@@ -66,6 +66,17 @@ def test_local_runner_defaults():
         assert parallel.view_as(DirectOptions).direct_running_mode == "in_memory"
 
 
+def test_parallel_local_runner_pages_grouped_values_through_state():
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+    from pipeline.cli import make_pipeline, pipeline_options
+
+    runner = make_pipeline(pipeline_options(["--direct_num_workers", "2"])).runner
+    assert isinstance(runner, FnApiRunner)
+    assert runner._use_state_iterables  # pylint: disable=protected-access  # what keeps its peak RSS down
+    assert not isinstance(make_pipeline(pipeline_options([])).runner, FnApiRunner)
+
+
 @pytest.mark.parametrize("setting", [{"read_threads": 0}, {"read_batch": 0}])
 def test_image_reading_needs_a_thread_and_a_batch(setting):
     with pytest.raises(ConfigError, match="read_threads and image.read_batch"):
