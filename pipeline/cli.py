@@ -3,7 +3,8 @@ and `python -m pipeline inspect DEST [--verify] [--contact_sheet FILE.png]`
 and `python -m pipeline refresh --input SRC --output ROOT [...] [--keep K]` (see pipeline.refresh).
 
 Our flags are parsed here; every other flag (`--runner`, `--project`, `--temp_location`,
-`--direct_num_workers`, ...) goes to Beam's PipelineOptions untouched.
+`--direct_num_workers`, ...) goes to Beam's PipelineOptions (pipeline.runners: which runner a
+local run gets).
 """
 
 from __future__ import annotations
@@ -13,10 +14,7 @@ import logging
 import sys
 import time
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions, StandardOptions,
-                                                  TestOptions)
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 
 from pipeline.build import build_pipeline
 from pipeline.config import KINDS, Config, ConfigError, load_config
@@ -24,6 +22,7 @@ from pipeline.manifest import Manifest
 from pipeline.output import OutputExistsError, prepare_output, read_manifest
 from pipeline.planning import Plan, PlanError, make_plan
 from pipeline.publish import problems
+from pipeline.runners import HideInMemoryWorkersWarning, make_pipeline, pipeline_options
 
 _LOG = logging.getLogger("pipeline")
 
@@ -61,46 +60,6 @@ def overrides(args: argparse.Namespace) -> dict:
     return {**flat, **({"sharding": sharding} if sharding else {})}
 
 
-def pipeline_options(beam_args: list[str]) -> PipelineOptions:
-    """Beam options. Without --runner, a local run uses Beam's BundleBasedDirectRunner: measured
-    on 2,000 photos it was exact, 8% faster than the FnApiRunner the DirectRunner picks, and
-    peaked at 390 MB instead of 1,080 MB (that runner re-encodes every element at each
-    GroupByKey). But it runs every bundle on one thread, so GZIP compression (about half the
-    work) uses one core: `--direct_num_workers N` (0: one per core) picks the FnApiRunner with N
-    in-process workers instead: 5-11% faster on 2 cores for ~3x the memory (scripts/benchmark.py),
-    and it scales with cores where the default cannot.
-    An explicit --runner DirectRunner/FnApiRunner gets direct_running_mode=in_memory unless told
-    otherwise: multi_threading lost records here (1,990 of 2,000 written)."""
-    options = PipelineOptions(beam_args)
-    standard = options.view_as(StandardOptions)
-    direct = options.view_as(DirectOptions)
-    if standard.runner is None:
-        standard.runner = "BundleBasedDirectRunner" if direct.direct_num_workers == 1 else "FnApiRunner"
-    if standard.runner in ("FnApiRunner", "DirectRunner") and "--direct_running_mode" not in " ".join(beam_args):
-        direct.direct_running_mode = "in_memory"
-    return options
-
-
-def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
-    """A pipeline on the runner `options` names. The FnApiRunner (the parallel local mode) gets
-    use_state_iterables: each GroupByKey's values then reach its workers in pages through the
-    state API, instead of whole inside the bundle's data, where the runner holds three to four
-    copies of them at once. Measured on 2,000 photos with 2 workers: peak RSS 0.86 GB instead of
-    1.24 GB, no slower."""
-    if options.view_as(StandardOptions).runner == "FnApiRunner":
-        return beam.Pipeline(runner=FnApiRunner(use_state_iterables=True), options=options)
-    return beam.Pipeline(options=options)
-
-
-class _HideInMemoryWorkersWarning(logging.Filter):
-    """Beam warns that in_memory mode ignores direct_num_workers > 1. It does not: the FnApiRunner
-    splits each stage's input over that many in-process workers on as many threads (measured:
-    GZIP on both cores). Without this filter every parallel local run starts with a false alarm."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("If direct_num_workers is not equal to 1")
-
-
 def summary_text(manifest: Manifest, output: str, seconds: float) -> str:
     c = manifest.counts
     lines = [f"Dataset written to {output}"]
@@ -126,7 +85,7 @@ def stages_only(options: PipelineOptions) -> bool:
 def run_job(plan: Plan, config: Config, beam_args: list[str], latest=None) -> Manifest | None:
     """Runs the conversion job to completion and returns the manifest it wrote; None when the job
     was only built or staged (see stages_only). `latest`: see publish.PublishManifest."""
-    options = pipeline_options(beam_args)
+    options = pipeline_options(beam_args, plan.listing["bytes"])
     p = make_pipeline(options)
     build_pipeline(p, plan, config, latest)
     p.run().wait_until_finish()
@@ -158,7 +117,7 @@ def convert(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    logging.getLogger("apache_beam.runners.portability.fn_api_runner.fn_runner").addFilter(_HideInMemoryWorkersWarning())
+    logging.getLogger(HideInMemoryWorkersWarning.LOGGER).addFilter(HideInMemoryWorkersWarning())
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "inspect":
         from pipeline.inspect import main as inspect_main  # pylint: disable=import-outside-toplevel  # imports TensorFlow

@@ -34,8 +34,7 @@ import time
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.cli import (make_pipeline, overrides, parser as convert_parser, pipeline_options, run_job, stages_only,
-                          summary_text)
+from pipeline.cli import overrides, parser as convert_parser, run_job, stages_only, summary_text
 from pipeline.config import Config, ConfigError, load_config, to_dict
 from pipeline.latest import (LATEST_NAME, LatestPointerError, is_version, join, new_version, read_pointer,
                              version_time)
@@ -43,6 +42,7 @@ from pipeline.manifest import MANIFEST_NAME, Manifest, ManifestError
 from pipeline.output import OutputExistsError, prepare_output, read_manifest
 from pipeline.planning import Plan, PlanError, absolute, make_plan, match
 from pipeline.publish import problems, write_atomically
+from pipeline.runners import make_pipeline, pipeline_options
 from transforms.outcomes import counter
 
 _LOG = logging.getLogger("pipeline.refresh")

@@ -4,7 +4,7 @@
 Usage::
 
     python scripts/benchmark.py [--corpus bench/photos]
-                                [--variants pipeline,pipeline_parallel,serial_tf,plain_beam,floor]
+                                [--variants pipeline,pipeline_lean,serial_tf,plain_beam,floor]
                                 [--runs 3] [--pipeline_args "--some_flag value"] [--json results.json]
 
 Runs every variant ``--runs`` times, each run in its own subprocess, round-robin (run 1 of every
@@ -28,8 +28,9 @@ Variants:
                 words of ``--pipeline_args`` (give it as ``--pipeline_args="--flag value"`` when it
                 starts with a dash and has no space). A run that fails is reported with its stderr
                 and the variant's remaining runs are skipped.
-``pipeline_parallel``  the same with ``--direct_num_workers 0``: the FnApiRunner with one
-                in-process worker per core, instead of the single-threaded default runner.
+``pipeline_lean``  the same with ``--direct_num_workers 1``: the single-threaded local runner,
+                instead of the FnApiRunner with a worker per core that the CLI picks for an
+                input this size (see pipeline/runners.py).
 ``serial_tf``   the TensorFlow tutorials' serial loop: ``tf.io.read_file``, ``tf.io.decode_jpeg`` for
                 the dimensions, a ``tf.train.Example`` (image/encoded, height, width, channels,
                 label, class text, filename, format) written with
@@ -73,8 +74,8 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CORPUS = os.path.join(REPO_ROOT, "bench", "photos")
-VARIANTS = ("pipeline", "pipeline_parallel", "serial_tf", "plain_beam", "floor")
-PIPELINE_VARIANTS = {"pipeline": [], "pipeline_parallel": ["--direct_num_workers", "0"]}
+VARIANTS = ("pipeline", "pipeline_lean", "serial_tf", "plain_beam", "floor")
+PIPELINE_VARIANTS = {"pipeline": [], "pipeline_lean": ["--direct_num_workers", "1"]}
 PIPELINE_ELAPSED = re.compile(r"^\s*elapsed ([0-9.]+) s,", re.MULTILINE)
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
 RESULT_TAG = "BENCHMARK_RESULT "

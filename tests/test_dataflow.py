@@ -23,7 +23,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
 from pipeline.build import build_pipeline
-from pipeline.cli import main, pipeline_options
+from pipeline.cli import main
+from pipeline.runners import pipeline_options
 from pipeline.config import load_config
 from pipeline.dataflow import (SettingsError, beam_flags, gcloud_flags, launch_body, launch_environment, load_settings,
                                template_parameters)

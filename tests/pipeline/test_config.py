@@ -49,34 +49,6 @@ def test_every_shipped_config_loads():
         load_config(str(path))
 
 
-def test_local_runner_defaults():
-    from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
-
-    from pipeline.cli import pipeline_options
-
-    assert pipeline_options([]).view_as(StandardOptions).runner == "BundleBasedDirectRunner"
-    explicit = pipeline_options(["--runner", "DirectRunner"])
-    assert explicit.view_as(DirectOptions).direct_running_mode == "in_memory"  # never the lossy multi_threading
-    chosen = pipeline_options(["--runner", "FnApiRunner", "--direct_running_mode", "multi_processing"])
-    assert chosen.view_as(DirectOptions).direct_running_mode == "multi_processing"
-    assert pipeline_options(["--runner", "DataflowRunner"]).view_as(StandardOptions).runner == "DataflowRunner"
-    for workers in ("2", "0"):  # asking for parallel local workers gets the runner that has them
-        parallel = pipeline_options(["--direct_num_workers", workers])
-        assert parallel.view_as(StandardOptions).runner == "FnApiRunner"
-        assert parallel.view_as(DirectOptions).direct_running_mode == "in_memory"
-
-
-def test_parallel_local_runner_pages_grouped_values_through_state():
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-
-    from pipeline.cli import make_pipeline, pipeline_options
-
-    runner = make_pipeline(pipeline_options(["--direct_num_workers", "2"])).runner
-    assert isinstance(runner, FnApiRunner)
-    assert runner._use_state_iterables  # pylint: disable=protected-access  # what keeps its peak RSS down
-    assert not isinstance(make_pipeline(pipeline_options([])).runner, FnApiRunner)
-
-
 @pytest.mark.parametrize("setting", [{"read_threads": 0}, {"read_batch": 0}])
 def test_image_reading_needs_a_thread_and_a_batch(setting):
     with pytest.raises(ConfigError, match="read_threads and image.read_batch"):

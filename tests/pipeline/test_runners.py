@@ -1,0 +1,61 @@
+"""The runner a job gets (pipeline.runners): local runs pick between the parallel FnApiRunner and
+the lean BundleBasedDirectRunner by cores and memory, unless told; other runners pass through."""
+
+import logging
+import os
+
+import pytest
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+from pipeline.runners import LEAN, PARALLEL, available_memory, estimated_peak, make_pipeline, pipeline_options
+
+
+def runner_of(beam_args, input_bytes=0):
+    return pipeline_options(beam_args, input_bytes).view_as(StandardOptions).runner
+
+
+def test_a_small_local_run_uses_every_core():
+    options = pipeline_options([], input_bytes=200_000_000)
+    expected = PARALLEL if (os.cpu_count() or 1) > 1 and available_memory() > 2 * estimated_peak(PARALLEL, 2e8) else LEAN
+    assert options.view_as(StandardOptions).runner == expected
+    if expected == PARALLEL:
+        assert options.view_as(DirectOptions).direct_num_workers == 0  # one per core
+        assert options.view_as(DirectOptions).direct_running_mode == "in_memory"
+
+
+def test_an_input_too_big_for_the_parallel_runner_gets_the_lean_one(caplog):
+    available = available_memory()
+    lean_only = int(available / 1.05 * 0.9)  # fits the lean runner's model, not the parallel one's
+    assert runner_of([], lean_only) == LEAN
+    with caplog.at_level(logging.WARNING, logger="pipeline"):
+        assert runner_of([], 2 * available) == LEAN
+    assert "run it on Dataflow" in caplog.text
+
+
+@pytest.mark.parametrize("flag", [["--direct_num_workers", "1"], ["--direct_num_workers=1"]])
+def test_one_worker_asked_for_gets_the_lean_runner(flag):
+    assert runner_of(flag) == LEAN
+
+
+@pytest.mark.parametrize("workers", ["2", "0"])
+def test_parallel_workers_asked_for_get_the_parallel_runner_whatever_the_input(workers):
+    options = pipeline_options(["--direct_num_workers", workers], input_bytes=10**15)
+    assert options.view_as(StandardOptions).runner == PARALLEL
+    assert options.view_as(DirectOptions).direct_num_workers == int(workers)
+    assert options.view_as(DirectOptions).direct_running_mode == "in_memory"
+
+
+def test_explicit_runners_pass_through():
+    explicit = pipeline_options(["--runner", "DirectRunner"])
+    assert explicit.view_as(DirectOptions).direct_running_mode == "in_memory"  # never the lossy multi_threading
+    chosen = pipeline_options(["--runner", "FnApiRunner", "--direct_running_mode", "multi_processing"])
+    assert chosen.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    assert runner_of(["--runner", "DataflowRunner"], 10**15) == "DataflowRunner"
+
+
+def test_the_parallel_runner_pages_grouped_values_through_state():
+    runner = make_pipeline(pipeline_options(["--direct_num_workers", "2"])).runner
+    assert isinstance(runner, FnApiRunner)
+    assert runner._use_state_iterables  # pylint: disable=protected-access  # what keeps its peak RSS down
+    assert not isinstance(make_pipeline(pipeline_options(["--direct_num_workers", "1"])).runner, FnApiRunner)
