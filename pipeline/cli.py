@@ -22,7 +22,7 @@ from pipeline.manifest import Manifest
 from pipeline.output import OutputExistsError, prepare_output, read_manifest
 from pipeline.planning import Plan, PlanError, make_plan
 from pipeline.publish import problems
-from pipeline.runners import HideInMemoryWorkersWarning, make_pipeline, pipeline_options
+from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas, make_pipeline, pipeline_options
 
 _LOG = logging.getLogger("pipeline")
 
@@ -115,6 +115,7 @@ def convert(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    limit_malloc_arenas()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     logging.getLogger(HideInMemoryWorkersWarning.LOGGER).addFilter(HideInMemoryWorkersWarning())

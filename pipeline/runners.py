@@ -1,13 +1,14 @@
 """Which Beam runner a job gets, and the pipeline object built on it.
 
-Without --runner the job runs in this process, on one of two local runners (measured with
-scripts/benchmark.py on 2,000 photos, 196 MB, 2 cores; README, Performance):
+Without --runner the job runs in this process, on one of two local runners. Both hold every
+record in memory. Measured with scripts/benchmark.py on 2,000 photos (196 MB) on 2 cores (README,
+Performance):
 
 * parallel: the FnApiRunner with one in-process worker per core (direct_running_mode in_memory,
-  GroupByKey values paged through its state API). 1.43x the serial TF loop's throughput at
-  866 MB peak: about 0.25 GB plus 3.5x the input, since every record is held in memory.
+  GroupByKey values paged through its state API). About 1.5x the serial TF loop's throughput,
+  peak ~0.63 GB: roughly 0.2 GB plus 2x the input (the model below allows 2.5x).
 * lean: Beam's BundleBasedDirectRunner. Every bundle on one thread, so GZIP (three quarters of
-  its job time) uses one core: 1.18x at 402 MB, about 0.2 GB plus 1.05x the input.
+  its job time) uses one core: about 1.2x, peak ~0.38 GB: 0.2 GB plus 1x the input.
 
 A local run gets the parallel runner when it has more than one core and its estimated peak fits
 in half the memory available now, else the lean one; `--direct_num_workers N` picks for itself
@@ -18,6 +19,7 @@ direct_running_mode=in_memory unless told otherwise: multi_threading lost record
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 
@@ -30,7 +32,7 @@ _LOG = logging.getLogger("pipeline")
 PARALLEL, LEAN = "FnApiRunner", "BundleBasedDirectRunner"
 _GB = 1e9
 # Peak RSS = base + per_input_byte * listed input bytes, fitted to the benchmark corpus and the sample.
-_PEAK_MODEL = {PARALLEL: (0.25 * _GB, 3.5), LEAN: (0.2 * _GB, 1.05)}
+_PEAK_MODEL = {PARALLEL: (0.25 * _GB, 2.5), LEAN: (0.2 * _GB, 1.05)}
 
 
 def estimated_peak(runner: str, input_bytes: int) -> float:
@@ -94,6 +96,24 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     if options.view_as(StandardOptions).runner == PARALLEL:
         return beam.Pipeline(runner=FnApiRunner(use_state_iterables=True), options=options)
     return beam.Pipeline(options=options)
+
+
+_M_ARENA_MAX = -8  # glibc's mallopt parameter number (malloc.h)
+MALLOC_ARENAS = 2
+
+
+def limit_malloc_arenas() -> bool:
+    """Caps glibc at MALLOC_ARENAS malloc arenas, as MALLOC_ARENA_MAX=2 would (unless the user set
+    that variable). glibc gives each new thread its own arena, up to 8 per core, and the ~100 kB
+    records freed in one arena are not reused by another: with the parallel runner's workers and
+    ReadImages' threads that held 170 MB of free memory at peak on the photo corpus (830 -> 660
+    MB), for no measured loss of speed. True if glibc took the setting."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        return ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, MALLOC_ARENAS) == 1
+    except (OSError, AttributeError):  # not glibc
+        return False
 
 
 class HideInMemoryWorkersWarning(logging.Filter):

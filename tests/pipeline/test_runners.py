@@ -1,8 +1,12 @@
 """The runner a job gets (pipeline.runners): local runs pick between the parallel FnApiRunner and
 the lean BundleBasedDirectRunner by cores and memory, unless told; other runners pass through."""
 
+import functools
 import logging
 import os
+import platform
+import subprocess
+import sys
 
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
@@ -59,3 +63,12 @@ def test_the_parallel_runner_pages_grouped_values_through_state():
     assert isinstance(runner, FnApiRunner)
     assert runner._use_state_iterables  # pylint: disable=protected-access  # what keeps its peak RSS down
     assert not isinstance(make_pipeline(pipeline_options(["--direct_num_workers", "1"])).runner, FnApiRunner)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_malloc_arenas_are_capped_unless_the_user_chose():
+    code = "from pipeline.runners import limit_malloc_arenas; print(limit_malloc_arenas())"
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    run = functools.partial(subprocess.run, [sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run(env=env).stdout.strip() == "True"
+    assert run(env={**env, "MALLOC_ARENA_MAX": "8"}).stdout.strip() == "False"
