@@ -5,8 +5,9 @@ record in memory. Measured with scripts/benchmark.py on 2,000 photos (196 MB) on
 Performance):
 
 * parallel: the FnApiRunner with one in-process worker per core (direct_running_mode in_memory,
-  GroupByKey values paged through its state API). About 1.5x the serial TF loop's throughput,
-  peak ~0.63 GB: roughly 0.2 GB plus 2x the input (the model below allows 2.5x).
+  GroupByKey values paged through its state API). About 1.4x the serial TF loop's throughput
+  (1.37-1.52x across rounds), peak ~0.65 GB: roughly 0.2 GB plus 2.3x the input (the model
+  below allows 2.5x).
 * lean: Beam's BundleBasedDirectRunner. Every bundle on one thread, so GZIP (three quarters of
   its job time) uses one core: about 1.2x, peak ~0.38 GB: 0.2 GB plus 1x the input.
 
