@@ -53,9 +53,10 @@ def available_memory() -> int | None:
     return None
 
 
-def _local_runner(beam_args: list[str], input_bytes: int) -> str:
-    if _given(beam_args, "--direct_num_workers"):
-        return LEAN if PipelineOptions(beam_args).view_as(DirectOptions).direct_num_workers == 1 else PARALLEL
+def _local_runner(workers_asked: int | None, input_bytes: int) -> str:
+    """`workers_asked`: the --direct_num_workers given, None if none was."""
+    if workers_asked is not None:
+        return LEAN if workers_asked == 1 else PARALLEL
     available = available_memory()
     peak = estimated_peak(PARALLEL, input_bytes)
     if (os.cpu_count() or 1) > 1 and available is not None and peak <= available / 2:
@@ -81,8 +82,9 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
     standard = options.view_as(StandardOptions)
     direct = options.view_as(DirectOptions)
     if standard.runner is None:
-        standard.runner = _local_runner(beam_args, input_bytes)
-        if standard.runner == PARALLEL and not _given(beam_args, "--direct_num_workers"):
+        workers_given = _given(beam_args, "--direct_num_workers")
+        standard.runner = _local_runner(direct.direct_num_workers if workers_given else None, input_bytes)
+        if standard.runner == PARALLEL and not workers_given:
             direct.direct_num_workers = 0  # one per core
     if standard.runner in (PARALLEL, "DirectRunner") and not _given(beam_args, "--direct_running_mode"):
         direct.direct_running_mode = "in_memory"

@@ -134,13 +134,9 @@ class TrainingLoop:
         return loss, _correct(self.config.classification, labels, logits)
 
     def _train_steps_fn(self, iterator, steps):
-        loss_sum, correct = tf.constant(0.0), tf.constant(0, tf.int64)
-        for _ in tf.range(steps):
-            loss, right = self.strategy.run(self._train_step, args=next(iterator))
-            loss_sum += self.strategy.reduce(_SUM, loss, axis=None)
-            correct += self.strategy.reduce(_SUM, right, axis=None)
+        totals = self._summed_steps(self._train_step, iterator, steps)
         self.step.assign_add(tf.cast(steps, tf.int64))
-        return loss_sum, correct
+        return totals
 
     def _eval_step(self, features, labels):
         logits = self.model(features, training=False)
@@ -148,9 +144,13 @@ class TrainingLoop:
         return loss, _correct(self.config.classification, labels, logits)
 
     def _eval_steps_fn(self, iterator, steps):
+        return self._summed_steps(self._eval_step, iterator, steps)
+
+    def _summed_steps(self, step_fn, iterator, steps):
+        """Runs `steps` replicated steps; returns (summed loss, correct predictions) over replicas."""
         loss_sum, correct = tf.constant(0.0), tf.constant(0, tf.int64)
         for _ in tf.range(steps):
-            loss, right = self.strategy.run(self._eval_step, args=next(iterator))
+            loss, right = self.strategy.run(step_fn, args=next(iterator))
             loss_sum += self.strategy.reduce(_SUM, loss, axis=None)
             correct += self.strategy.reduce(_SUM, right, axis=None)
         return loss_sum, correct
