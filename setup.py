@@ -16,6 +16,7 @@ setuptools.setup(
     python_requires=">=3.10",
     install_requires=[
         "apache-beam[gcp]==2.77.0",
+        "isal>=1.7,<2",  # ISA-L gzip for Beam's GZIP writes: transforms/gzip_codec.py
         "pillow>=11,<13",
         "pyyaml>=6",
     ],

@@ -173,6 +173,7 @@ def test_classic_template_staged_on_gcs_describes_steps_image_packaging_and_opti
     assert options["subnetwork"] == "regions/europe-west4/subnetworks/private" and options["use_public_ips"] is False
     assert sorted(options["labels"]) == ["app=tfrecord-pipeline", "env=dev"]
     assert options["setup_file"] == str(src / "setup.py") and options["sdk_container_image"] == WORKER_IMAGE
+    assert "transforms.gzip_codec.IsalGzip" in options["beam_plugins"]  # workers switch GZIP to ISA-L at start
     assert not gcs_emulator.list_uris(f"gs://{gcs_bucket}/tfrecords/")  # staged, not run
 
     # The package the workers install: the sdist built from setup.py, staged as workflow.tar.gz.
@@ -188,6 +189,7 @@ def test_classic_template_staged_on_gcs_describes_steps_image_packaging_and_opti
     assert not any("/tests/" in n or "/trainer/" in n for n in names)
     install_requires = requirements.split("\n[", 1)[0]  # extras ([test], [bench]) follow
     assert "apache-beam[gcp]==2.77.0" in install_requires and "tensorflow" not in install_requires
+    assert "isal" in install_requires
 
 
 def _empty_class_folders(root: pathlib.Path, files: int) -> pathlib.Path:

@@ -6,6 +6,8 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+import transforms.gzip_codec  # noqa: F401  pylint: disable=unused-import  # Beam's GZIP through ISA-L, here and on workers
+
 SHARD_TEMPLATE = "-SSSSS-of-NNNNN"
 RECORD_SUFFIX = ".tfrecord.gz"
 ERRORS_PREFIX = "errors"
