@@ -2,20 +2,19 @@
 
 Without --runner the job runs in this process, on one of two local runners. Both hold every
 record in memory. Measured with scripts/benchmark.py on 2,000 photos (196 MB) on 2 cores (README,
-Performance):
+Performance), both at 2.0x the serial TF loop's throughput:
 
-* parallel: the FnApiRunner with one in-process worker per core (direct_running_mode in_memory,
-  GroupByKey values paged through its state API). About 1.4x the serial TF loop's throughput
-  (1.37-1.52x across rounds), peak ~0.65 GB: roughly 0.2 GB plus 2.3x the input (the model
-  below allows 2.5x).
-* lean: Beam's BundleBasedDirectRunner. Every bundle on one thread, so GZIP (three quarters of
-  its job time) uses one core: about 1.2x, peak ~0.38 GB: 0.2 GB plus 1x the input.
+* lean (the default): Beam's BundleBasedDirectRunner. Bundles run on one thread; ReadImages
+  checks images on its own threads and GZIP (through ISA-L) is cheap, so both cores are busy.
+  Peak ~0.41 GB: 0.2 GB plus 1.05x the input.
+* parallel (`--direct_num_workers N`, N > 1, or 0 for one per core): the FnApiRunner with N
+  in-process workers (direct_running_mode in_memory, GroupByKey values paged through its state
+  API). No faster here (its workers are threads under one GIL), and it holds more: peak ~0.67
+  GB, 0.25 GB plus 2.5x the input.
 
-A local run gets the parallel runner when it has more than one core and its estimated peak fits
-in half the memory available now, else the lean one; `--direct_num_workers N` picks for itself
-(1: lean; N > 1 or 0, one per core: parallel). An explicit --runner DirectRunner/FnApiRunner gets
-direct_running_mode=in_memory unless told otherwise: multi_threading lost records here (1,990 of
-2,000 written).
+The log warns, pointing at Dataflow, when the estimated peak exceeds the memory available now.
+An explicit --runner DirectRunner/FnApiRunner gets direct_running_mode=in_memory unless told
+otherwise: multi_threading lost records here (1,990 of 2,000 written).
 """
 
 from __future__ import annotations
@@ -55,20 +54,17 @@ def available_memory() -> int | None:
 
 def _local_runner(workers_asked: int | None, input_bytes: int) -> str:
     """`workers_asked`: the --direct_num_workers given, None if none was."""
-    if workers_asked is not None:
-        return LEAN if workers_asked == 1 else PARALLEL
-    available = available_memory()
-    peak = estimated_peak(PARALLEL, input_bytes)
-    if (os.cpu_count() or 1) > 1 and available is not None and peak <= available / 2:
-        _LOG.info("local run on %d cores (FnApiRunner; estimated peak %.1f GB of %.1f GB available); "
-                  "--direct_num_workers 1 for the lean single-threaded runner", os.cpu_count(), peak / _GB, available / _GB)
-        return PARALLEL
-    lean_peak = estimated_peak(LEAN, input_bytes)
-    if available is not None and lean_peak > available:
+    runner = LEAN if workers_asked in (None, 1) else PARALLEL
+    peak, available = estimated_peak(runner, input_bytes), available_memory()
+    if available is not None and peak > available:
         _LOG.warning("local runners hold every record in memory: this input needs about %.1f GB, %.1f GB is available; "
-                     "run it on Dataflow (README, Running on Dataflow)", lean_peak / _GB, available / _GB)
-    _LOG.info("local run on one thread (BundleBasedDirectRunner; estimated peak %.1f GB)", lean_peak / _GB)
-    return LEAN
+                     "run it on Dataflow (README, Running on Google Cloud)", peak / _GB, available / _GB)
+    if runner == LEAN:
+        _LOG.info("local run (BundleBasedDirectRunner; estimated peak %.1f GB)", peak / _GB)
+    else:
+        _LOG.info("local run on %s in-process workers (FnApiRunner; estimated peak %.1f GB)",
+                  workers_asked or os.cpu_count(), peak / _GB)
+    return runner
 
 
 def _given(beam_args: list[str], flag: str) -> bool:
@@ -77,15 +73,13 @@ def _given(beam_args: list[str], flag: str) -> bool:
 
 def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOptions:
     """Beam options from the flags we do not parse; `input_bytes` (the planned listing's) sizes
-    the choice of local runner when no --runner is given."""
+    the memory warning of a local run (no --runner given)."""
     options = PipelineOptions(beam_args)
     standard = options.view_as(StandardOptions)
     direct = options.view_as(DirectOptions)
     if standard.runner is None:
         workers_given = _given(beam_args, "--direct_num_workers")
         standard.runner = _local_runner(direct.direct_num_workers if workers_given else None, input_bytes)
-        if standard.runner == PARALLEL and not workers_given:
-            direct.direct_num_workers = 0  # one per core
     if standard.runner in (PARALLEL, "DirectRunner") and not _given(beam_args, "--direct_running_mode"):
         direct.direct_running_mode = "in_memory"
     return options

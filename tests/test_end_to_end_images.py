@@ -63,11 +63,10 @@ def messy_folder(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module", params=[["--direct_num_workers", "1"], ["--direct_num_workers", "2"]],
-                ids=["lean", "parallel"])
+@pytest.fixture(scope="module", params=[[], ["--direct_num_workers", "2"]], ids=["lean", "parallel"])
 def converted(messy_folder, tmp_path_factory, request):
-    """The messy folder converted by each local runner the CLI picks from: the lean single-threaded
-    one and the parallel one (the FnApiRunner with two in-process workers)."""
+    """The messy folder converted by each local runner the CLI offers: the default lean
+    single-threaded one and the parallel one (the FnApiRunner with two in-process workers)."""
     out = tmp_path_factory.mktemp("out") / "dataset"
     assert main(["--input", str(messy_folder), "--output", str(out), "--max_error_fraction", "0.5", *request.param]) == 0
     return out

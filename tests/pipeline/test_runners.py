@@ -1,5 +1,6 @@
-"""The runner a job gets (pipeline.runners): local runs pick between the parallel FnApiRunner and
-the lean BundleBasedDirectRunner by cores and memory, unless told; other runners pass through."""
+"""The runner a job gets (pipeline.runners): local runs get the lean BundleBasedDirectRunner, or
+the parallel FnApiRunner when --direct_num_workers asks for several workers, with a warning when the
+input will not fit in memory; other runners pass through."""
 
 import functools
 import logging
@@ -19,21 +20,21 @@ def runner_of(beam_args, input_bytes=0):
     return pipeline_options(beam_args, input_bytes).view_as(StandardOptions).runner
 
 
-def test_a_small_local_run_uses_every_core():
+def test_a_local_run_gets_the_lean_runner_whatever_the_cores():
     options = pipeline_options([], input_bytes=200_000_000)
-    expected = PARALLEL if (os.cpu_count() or 1) > 1 and available_memory() > 2 * estimated_peak(PARALLEL, 2e8) else LEAN
-    assert options.view_as(StandardOptions).runner == expected
-    if expected == PARALLEL:
-        assert options.view_as(DirectOptions).direct_num_workers == 0  # one per core
-        assert options.view_as(DirectOptions).direct_running_mode == "in_memory"
+    assert options.view_as(StandardOptions).runner == LEAN
 
 
-def test_an_input_too_big_for_the_parallel_runner_gets_the_lean_one(caplog):
+@pytest.mark.parametrize("flags", [[], ["--direct_num_workers", "2"]])
+def test_an_input_too_big_for_memory_warns_and_points_to_dataflow(flags, caplog):
     available = available_memory()
-    lean_only = int(available / 1.05 * 0.9)  # fits the lean runner's model, not the parallel one's
-    assert runner_of([], lean_only) == LEAN
+    runner = LEAN if not flags else PARALLEL
+    base, per_byte = estimated_peak(runner, 0), estimated_peak(runner, 1) - estimated_peak(runner, 0)
+    fits = int((available - base) / per_byte * 0.9)
     with caplog.at_level(logging.WARNING, logger="pipeline"):
-        assert runner_of([], 2 * available) == LEAN
+        assert runner_of(flags, fits) == runner
+        assert "run it on Dataflow" not in caplog.text
+        assert runner_of(flags, available) == runner
     assert "run it on Dataflow" in caplog.text
 
 
