@@ -41,7 +41,7 @@ Variants:
 ``floor``       reads the same bytes and gzip-compresses them (zlib level 6) in a multiprocessing
                 pool of ``os.cpu_count()`` workers, discarding the output: roughly the least work
                 any converter using the stdlib's zlib must do (the pipeline's ISA-L gzip costs
-                about a ninth of that: see the per-image line below the table).
+                about a tenth of that: see the per-image line below the table).
 
 Before timing, the corpus is read once (so every variant sees a warm page cache) and TensorFlow and
 Beam are imported once in a throw-away process (so the first run does not pay for a cold disk

@@ -1,9 +1,9 @@
-"""Beam's GZIP through ISA-L: byte-compatible gzip for a ninth of the CPU on image payloads.
+"""Beam's GZIP through ISA-L: standard gzip for a tenth of the CPU on image payloads.
 
 Beam's CompressedFile (behind WriteToTFRecord and every compressed read) deflates with the stdlib
-zlib. Image payloads are already compressed, so deflate only frames them, yet zlib spends ~3.3 ms
-on a 110 kB photo here: more than reading, checking and encoding it together. ISA-L's igzip
-(python-isal's `isal_zlib`, a drop-in zlib API) writes gzip of the same size in ~0.35 ms
+zlib. Image payloads are already compressed, so deflate only frames them, yet zlib spends ~2.8 ms
+on a ~100 kB photo here: more than reading, checking and encoding it together. ISA-L's igzip
+(python-isal's `isal_zlib`, a drop-in zlib API) writes gzip of the same size in ~0.27 ms
 (`python scripts/benchmark.py` prints both).
 
 Beam has no setting for its codec, so importing this module points Beam's filesystem module at
