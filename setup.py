@@ -12,7 +12,7 @@ setuptools.setup(
     name="tfrecord-pipeline",
     version=VERSION,
     description="Batch conversion of images and CSV files to sharded GZIP TFRecords on Apache Beam",
-    packages=["pipeline", "transforms"],
+    packages=setuptools.find_packages(include=["pipeline", "pipeline.*", "transforms", "transforms.*"]),
     python_requires=">=3.10",
     install_requires=[
         "apache-beam[gcp]==2.77.0",

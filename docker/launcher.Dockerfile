@@ -25,7 +25,7 @@ ENV FLEX_TEMPLATE_PYTHON_PY_FILE=/template/main.py
 ENV FLEX_TEMPLATE_PYTHON_SETUP_FILE=/template/setup.py
 
 RUN pip install --no-cache-dir "apache-beam[gcp]==2.77.0" . \
- && python -c "import apache_beam, pipeline.refresh; assert apache_beam.__version__ == '2.77.0', apache_beam.__version__" \
+ && python -c "import apache_beam, pipeline.commands.refresh; assert apache_beam.__version__ == '2.77.0', apache_beam.__version__" \
  && case "${PIPELINE_COMMAND}" in convert|refresh) ;; *) echo "COMMAND must be convert or refresh" >&2; exit 1;; esac
 
 # The Flex Template launcher program, as in the base image.

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import apache_beam as beam
 from apache_beam.io import fileio
 
 from pipeline.config import Config, to_dict
 from pipeline.planning import Plan
-from pipeline.publish import PublishManifest
+from pipeline.publish import Publication, PublishManifest, RunSettings
 from transforms.images import ReadImages
 from transforms.outcomes import DEAD_LETTERS, SummarizeOutcomes, written
 from transforms.permute import PermuteOrder
@@ -16,7 +18,17 @@ from transforms.tabular import EncodeRows, InferSchema, ReadCsvRows
 from transforms.write import WriteDeadLetters, WriteSplits
 
 
-def _image_records(p, plan: Plan, config: Config):
+@dataclasses.dataclass(frozen=True)
+class Outcomes:
+    """The PCollections one kind of input turns into: every source ends in exactly one of them."""
+
+    records: beam.PCollection
+    skipped: beam.PCollection
+    dead_letters: list[beam.PCollection]
+    schema: beam.PCollection | None = None  # tabular: the inferred column types (one element)
+
+
+def _image_records(p, plan: Plan, config: Config) -> Outcomes:
     fractions = config.split_fractions
     if plan.kind == "images":
         listed = p | "ListClassFolders" >> ListClassFolders(plan.input, config.image.extensions, fractions)
@@ -34,10 +46,10 @@ def _image_records(p, plan: Plan, config: Config):
             | "ReadImages" >> beam.ParDo(ReadImages(plan.label_map, config.image_keys, config.image.max_pixels,
                                                     config.image.read_threads))
             .with_outputs(DEAD_LETTERS, main="records"))
-    return read.records, listed.skipped, [listed.dead_letters, read.dead_letters], None
+    return Outcomes(read.records, listed.skipped, [listed.dead_letters, read.dead_letters])
 
 
-def _tabular_records(p, plan: Plan, config: Config):
+def _tabular_records(p, plan: Plan, config: Config) -> Outcomes:
     rows = (p
             | "MatchCsvFiles" >> fileio.MatchFiles(plan.input)
             | "SpreadFiles" >> beam.Reshuffle()
@@ -49,7 +61,7 @@ def _tabular_records(p, plan: Plan, config: Config):
                | "EncodeRows" >> beam.ParDo(EncodeRows(plan.columns), beam.pvalue.AsSingleton(schema))
                .with_outputs(DEAD_LETTERS, main="records"))
     skipped = p | "NothingSkipped" >> beam.Create([])
-    return encoded.records, skipped, [rows.dead_letters, encoded.dead_letters], schema
+    return Outcomes(encoded.records, skipped, [rows.dead_letters, encoded.dead_letters], schema)
 
 
 def _pattern_root(pattern: str) -> str:
@@ -58,23 +70,24 @@ def _pattern_root(pattern: str) -> str:
     return head.rsplit("/", 1)[0]
 
 
-def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, latest=None) -> None:
-    """List -> permute -> read/parse -> Examples -> per-split GZIP TFRecords, dead letters, manifest
-    (and, for a refresh, the ROOT/LATEST pointer: see PublishManifest)."""
+def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Publication) -> None:
+    """List -> permute -> read/parse -> Examples -> per-split GZIP TFRecords, dead letters, and the
+    manifest, published by `publication` (a dataset folder, or a refresh's new version)."""
     build_records = _tabular_records if plan.kind == "csv" else _image_records
-    records, skipped, dead_letter_parts, schema = build_records(p, plan, config)
+    outcomes = build_records(p, plan, config)
 
-    written_files = records | "WriteSplits" >> WriteSplits(plan.output, plan.shards)
-    dead_letters = dead_letter_parts | "AllDeadLetters" >> beam.Flatten()
+    written_files = outcomes.records | "WriteSplits" >> WriteSplits(plan.output, plan.shards)
+    dead_letters = outcomes.dead_letters | "AllDeadLetters" >> beam.Flatten()
     error_files = dead_letters | "WriteDeadLetters" >> WriteDeadLetters(plan.output)
-    summary = ((records | "Counted" >> beam.Map(written), skipped, dead_letters)
+    summary = ((outcomes.records | "Counted" >> beam.Map(written), outcomes.skipped, dead_letters)
                | "AllOutcomes" >> beam.Flatten()
                | "Summarize" >> beam.CombineGlobally(SummarizeOutcomes()))
     shard_files = list(written_files.values()) | "AllShardFiles" >> beam.Flatten()
-    schema_side = beam.pvalue.AsSingleton(schema) if schema is not None else None
+    schema_side = beam.pvalue.AsSingleton(outcomes.schema) if outcomes.schema is not None else None
     _ = (p
          | "PublishTrigger" >> beam.Create([None])
          | "PublishManifest" >> beam.ParDo(
-             PublishManifest(plan, to_dict(config), config.image_keys, config.max_error_fraction, latest),
+             PublishManifest(plan, RunSettings(to_dict(config), config.image_keys, config.max_error_fraction),
+                             publication),
              beam.pvalue.AsSingleton(summary), beam.pvalue.AsList(shard_files), beam.pvalue.AsList(error_files),
              schema_side))

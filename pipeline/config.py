@@ -11,12 +11,12 @@ from typing import Any, Mapping
 
 import yaml
 
+from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+from pipeline.contract.manifest import KINDS
 from pipeline.sharding import ShardConfig
-from transforms.image_keys import DEFAULT_IMAGE_KEYS
 from transforms.splits import check_split_name
 from transforms.tabular import DECLARABLE_TYPES
 
-KINDS = ("images", "image_csv", "csv")
 SAMPLE_DIR = pathlib.Path(__file__).resolve().parent.parent / "sample"
 SAMPLE_INPUTS = {"images": SAMPLE_DIR / "images", "image_csv": SAMPLE_DIR / "images.csv",
                  "csv": SAMPLE_DIR / "tabular" / "*.csv*"}

@@ -11,14 +11,14 @@ import dataclasses
 import hashlib
 import logging
 import math
-import os
 
-from apache_beam.io.filesystems import FileSystems
-
+from pipeline import storage
 from pipeline.config import Config
+from pipeline.contract.layout import join
+from pipeline.contract.manifest import Listing
 from pipeline.sharding import shard_count
-from transforms.sources import classify_folder_entry, parse_image_csv, read_text_lines
 from transforms.outcomes import Source
+from transforms.sources import classify_folder_entry, parse_image_csv
 from transforms.tabular import read_header
 
 _LOG = logging.getLogger(__name__)
@@ -31,6 +31,17 @@ class PlanError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class PlannedInput:
+    """What listing one kind of input tells before the run."""
+
+    label_map: tuple[str, ...]  # image kinds only
+    columns: tuple[str, ...]  # tabular only
+    split_bytes: dict[str, int]
+    listing: Listing
+    permute_buckets: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
     kind: str
     input: str  # absolute for local paths, so keys below it are stable
@@ -39,12 +50,8 @@ class Plan:
     columns: tuple[str, ...]  # tabular only
     split_bytes: dict[str, int]
     shards: dict[str, int]
-    listing: dict  # {"files", "bytes", "fingerprint", "sources"}; sources: outcomes the job must account for, if known
+    listing: Listing
     permute_buckets: int
-
-
-def absolute(uri: str) -> str:
-    return uri if "://" in uri else os.path.abspath(uri)
 
 
 def fingerprint(entries) -> str:
@@ -55,17 +62,14 @@ def fingerprint(entries) -> str:
     return digest.hexdigest()
 
 
-def match(pattern: str):
-    return FileSystems.match([pattern])[0].metadata_list
-
-
-def _listing(metadata, sources: int | None) -> dict:
+def _listing(metadata, sources: int | None) -> Listing:
     entries = [(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in metadata]
-    return {"files": len(entries), "bytes": sum(e[1] for e in entries), "fingerprint": fingerprint(entries), "sources": sources}
+    return Listing(files=len(entries), bytes=sum(e[1] for e in entries), fingerprint=fingerprint(entries),
+                   sources=sources)
 
 
-def _plan_class_folders(config: Config, root: str):
-    metadata = match(root.rstrip("/") + "/**")
+def _plan_class_folders(config: Config, root: str) -> PlannedInput:
+    metadata = storage.match(join(root, "**"))
     extensions = frozenset(config.image.extensions)
     split_bytes = {name: 0 for name in config.splits}
     labels, sources = set(), 0
@@ -79,34 +83,35 @@ def _plan_class_folders(config: Config, root: str):
         raise PlanError(f"no images in class folders below {root} ({len(metadata)} file(s) listed; "
                         f"image extensions: {' '.join(config.image.extensions)})")
     # Every listed file is a source the job must account for (record, skip or dead letter).
-    return (tuple(sorted(labels)), (), split_bytes, _listing(metadata, len(metadata)),
-            math.ceil(sources / SOURCES_PER_PERMUTE_BUCKET))
+    return PlannedInput(tuple(sorted(labels)), (), split_bytes, _listing(metadata, len(metadata)),
+                        math.ceil(sources / SOURCES_PER_PERMUTE_BUCKET))
 
 
-def _plan_image_csv(config: Config, csv_uri: str):
-    csv_metadata = match(csv_uri)
+def _plan_image_csv(config: Config, csv_uri: str) -> PlannedInput:
+    csv_metadata = storage.match(csv_uri)
     if not csv_metadata:
         raise PlanError(f"image CSV {csv_uri} not found")
     c = config.image_csv
-    outcomes = list(parse_image_csv(read_text_lines(csv_uri), csv_uri, c.uri_column, c.label_column,
+    outcomes = list(parse_image_csv(storage.text_lines(csv_uri), csv_uri, c.uri_column, c.label_column,
                                     c.split_column, config.split_fractions))
     sources = [o for o in outcomes if isinstance(o, Source)]
     if not sources:
         raise PlanError(f"no image rows in {csv_uri}")
     # Sizes come from listing each folder the CSV points into (one list call per folder, not one
     # request per image); a missing image counts 0 here and becomes a dead letter in the job.
-    folders = sorted({FileSystems.split(s.uri)[0] for s in sources})
-    listed = {m.path: m for result in FileSystems.match([FileSystems.join(f, "*") for f in folders]) for m in result.metadata_list}
+    folders = sorted({storage.parent(s.uri) for s in sources})
+    listed = {m.path: m for m in storage.match(*(join(f, "*") for f in folders))}
     split_bytes = {name: 0 for name in config.splits}
     for s in sources:
         split_bytes[s.split] = split_bytes.get(s.split, 0) + (listed[s.uri].size_in_bytes if s.uri in listed else 0)
     referenced = [listed[s.uri] for s in sources if s.uri in listed]
-    return (tuple(sorted({s.label for s in sources})), (), split_bytes, _listing(csv_metadata + referenced, len(outcomes)),
-            math.ceil(len(sources) / SOURCES_PER_PERMUTE_BUCKET))
+    return PlannedInput(tuple(sorted({s.label for s in sources})), (), split_bytes,
+                        _listing(csv_metadata + referenced, len(outcomes)),
+                        math.ceil(len(sources) / SOURCES_PER_PERMUTE_BUCKET))
 
 
-def _plan_tabular(config: Config, pattern: str):
-    metadata = sorted(match(pattern), key=lambda m: m.path)
+def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
+    metadata = sorted(storage.match(pattern), key=lambda m: m.path)
     if not metadata:
         raise PlanError(f"no CSV files match {pattern}")
     columns = read_header(metadata[0].path)
@@ -117,14 +122,16 @@ def _plan_tabular(config: Config, pattern: str):
         raise PlanError(f"csv.schema names columns the data lacks: {sorted(undeclared)} (header: {list(columns)})")
     total = sum(m.size_in_bytes for m in metadata)
     split_bytes = {name: int(total * fraction) for name, fraction in config.splits.items()}
-    return (), columns, split_bytes, _listing(metadata, None), math.ceil(total / CSV_BYTES_PER_PERMUTE_BUCKET)
+    return PlannedInput((), columns, split_bytes, _listing(metadata, None),
+                        math.ceil(total / CSV_BYTES_PER_PERMUTE_BUCKET))
 
 
 def make_plan(config: Config) -> Plan:
-    source = absolute(config.input_uri)
+    source = storage.absolute(config.input_uri)
     planner = {"images": _plan_class_folders, "image_csv": _plan_image_csv, "csv": _plan_tabular}[config.kind]
-    label_map, columns, split_bytes, listing, buckets = planner(config, source)
-    shards = {name: shard_count(size, config.sharding) for name, size in split_bytes.items()}
-    _LOG.info("planned %s: %d file(s), %.1f MB; shards %s", source, listing["files"], listing["bytes"] / 1e6, shards)
-    return Plan(config.kind, source, absolute(config.output_uri), label_map, columns, split_bytes, shards, listing,
-                max(1, buckets))
+    planned = planner(config, source)
+    shards = {name: shard_count(size, config.sharding) for name, size in planned.split_bytes.items()}
+    listing = planned.listing
+    _LOG.info("planned %s: %d file(s), %.1f MB; shards %s", source, listing.files, listing.bytes / 1e6, shards)
+    return Plan(config.kind, source, storage.absolute(config.output_uri), planned.label_map, planned.columns,
+                planned.split_bytes, shards, listing, max(1, planned.permute_buckets))

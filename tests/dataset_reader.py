@@ -8,16 +8,17 @@ import pathlib
 
 import tensorflow as tf
 
-from pipeline.manifest import Manifest
+from pipeline.contract.features import parse_spec
+from pipeline.contract.manifest import Manifest, read_manifest
+
+
+def _read_text(path: str) -> str | None:
+    file = pathlib.Path(path)
+    return file.read_text() if file.exists() else None
 
 
 def load_manifest(folder) -> Manifest:
-    return Manifest.from_json((pathlib.Path(folder) / "manifest.json").read_text())
-
-
-def parse_specs(manifest: Manifest) -> dict:
-    return {name: tf.io.FixedLenFeature(list(f.shape), tf.as_dtype(f.dtype)) if f.required
-            else tf.io.VarLenFeature(tf.as_dtype(f.dtype)) for name, f in manifest.features.items()}
+    return read_manifest(str(folder), _read_text)
 
 
 def read_split(folder, split: str) -> list[dict]:
@@ -25,7 +26,7 @@ def read_split(folder, split: str) -> list[dict]:
     manifest = load_manifest(folder)
     files = [str(pathlib.Path(folder) / shard) for shard in manifest.splits[split].shards]
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP").batch(256)
-    specs = parse_specs(manifest)
+    specs = parse_spec(manifest.features.values(), tf)
     records = []
     for batch in dataset:
         parsed = tf.io.parse_example(batch, specs)

@@ -13,6 +13,10 @@ import tensorflow as tf
 from PIL import Image
 
 from pipeline.cli import main
+from pipeline.config import load_config
+from pipeline.job import run_job
+from pipeline.planning import make_plan
+from pipeline.publish import FolderPublication, problems
 from tests import broken_images
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
 from transforms.splits import assign_split
@@ -161,19 +165,15 @@ def test_image_csv_kind(tmp_path):
 def test_a_source_the_job_did_not_account_for_fails_the_run(messy_folder, tmp_path):
     """Files added after planning are converted by the job's own listing, but the run must say
     its accounting does not match what was planned (the same check catches a lossy runner)."""
-    from pipeline.cli import run_job
-    from pipeline.publish import problems
-    from pipeline.config import load_config
-    from pipeline.planning import make_plan
 
     source = tmp_path / "photos"
     shutil.copytree(messy_folder, source)
     config = load_config(None, {"input": str(source), "output": str(tmp_path / "ds"), "max_error_fraction": 0.5})
     plan = make_plan(config)
     shutil.copy(SAMPLE / "images/square/0002.jpg", source / "square" / "late_arrival.jpg")
-    manifest = run_job(plan, config, [])
+    manifest = run_job(plan, config, [], FolderPublication(plan.output))
     [problem] = problems(plan, manifest)
-    assert f"accounted for {plan.listing['sources'] + 1} sources but {plan.listing['sources']} were listed" in problem
+    assert f"accounted for {plan.listing.sources + 1} sources but {plan.listing.sources} were listed" in problem
 
 
 def test_feature_keys_are_configurable(tmp_path):
@@ -192,10 +192,6 @@ def test_feature_keys_are_configurable(tmp_path):
 def test_image_csv_edited_during_the_run_is_reported_not_crashed(tmp_path):
     """A row with a split nobody planned a writer for becomes a dead letter, and the run's
     accounting flags that the input changed."""
-    from pipeline.cli import run_job
-    from pipeline.config import load_config
-    from pipeline.planning import make_plan
-    from pipeline.publish import problems
 
     shutil.copytree(SAMPLE / "images", tmp_path / "images")
     rows = (SAMPLE / "images.csv").read_text().splitlines()[:20]
@@ -205,7 +201,7 @@ def test_image_csv_edited_during_the_run_is_reported_not_crashed(tmp_path):
     uri = rows[1].split(",")[1]
     with open(tmp_path / "labels.csv", "a") as f:
         f.write(f"HOLDOUT,{uri},circle\n")
-    manifest = run_job(plan, config, [])
+    manifest = run_job(plan, config, [], FolderPublication(plan.output))
     [letter] = [d for d in read_dead_letters(tmp_path / "ds") if "holdout" in d["reason"]]
     assert letter["stage"] == "parse" and "planned splits" in letter["reason"]
     assert any("accounted for 20 sources but 19 were listed" in p for p in problems(plan, manifest))

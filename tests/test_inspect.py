@@ -14,7 +14,10 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from pipeline import inspect
+from pipeline import contact_sheet, storage
+from pipeline.commands import inspect
+from pipeline.contract.manifest import read_manifest
+from pipeline.tfrecord_reader import read_records
 from pipeline.cli import main as pipeline_main
 from tests.trainer.conftest import SAMPLE, converted
 
@@ -152,15 +155,15 @@ def test_verify_reports_a_missing_shard_and_a_stray_one(images, tmp_path, capsys
 def test_reader_matches_tensorflow(images):
     manifest = json.loads((images / "manifest.json").read_text())
     for shard in manifest["splits"]["train"]["shards"]:
-        ours = list(inspect.read_records(str(images / shard)))
+        ours = list(read_records(str(images / shard)))
         theirs = [r.numpy() for r in tf.data.TFRecordDataset(str(images / shard), compression_type="GZIP")]
         assert ours == theirs and ours
 
 
 def filled_tiles(sheet: Image.Image) -> int:
     """Slots of the grid whose tile was drawn (tiles are dark, unused slots white)."""
-    columns, rows = sheet.width // inspect.TILE_WIDTH, sheet.height // inspect.TILE_HEIGHT
-    return sum(sheet.getpixel((c * inspect.TILE_WIDTH + 2, r * inspect.TILE_HEIGHT + 2)) == inspect.TILE_BACKGROUND
+    columns, rows = sheet.width // contact_sheet.TILE_WIDTH, sheet.height // contact_sheet.TILE_HEIGHT
+    return sum(sheet.getpixel((c * contact_sheet.TILE_WIDTH + 2, r * contact_sheet.TILE_HEIGHT + 2)) == contact_sheet.TILE_BACKGROUND
                for c in range(columns) for r in range(rows))
 
 
@@ -173,21 +176,21 @@ def test_contact_sheet_has_one_tile_per_sample(images, tmp_path, capsys, samples
     assert sheet.format == "PNG"
     sheet.verify()
     sheet = Image.open(path).convert("RGB")
-    columns, rows = inspect.grid_shape(samples)
+    columns, rows = contact_sheet.grid_shape(samples)
     assert (columns, rows) == {5: (3, 2), 9: (3, 3)}[samples]
-    assert sheet.size == (columns * inspect.TILE_WIDTH, rows * inspect.TILE_HEIGHT)
+    assert sheet.size == (columns * contact_sheet.TILE_WIDTH, rows * contact_sheet.TILE_HEIGHT)
     assert filled_tiles(sheet) == samples
     assert f"({samples} image(s)" in out
 
 
 def test_contact_sheet_tiles_show_the_labelled_pictures(images):
-    manifest = inspect.read_manifest(str(images))
-    samples = inspect.sample_images(str(images), manifest, 4)
+    manifest = read_manifest(str(images), storage.read_text)
+    samples = contact_sheet.sample_images(str(images), manifest, 4)
     assert [s["label"] for s in samples] == [manifest.label_map[s["label_id"]] for s in samples]
     assert all(s["image"].shape == (64, 64, 3) and (s["width"], s["height"]) == (64, 64) for s in samples)
-    sheet = inspect.contact_sheet(samples)
+    sheet = contact_sheet.contact_sheet(samples)
     # The first tile's picture area holds the (enlarged) first image: it is not the plain tile colour.
-    tile = sheet.crop((8, 8, inspect.THUMBNAIL - 8, inspect.THUMBNAIL - 8))
+    tile = sheet.crop((8, 8, contact_sheet.THUMBNAIL - 8, contact_sheet.THUMBNAIL - 8))
     assert len(tile.getcolors(1 << 16)) > 20
 
 
@@ -210,7 +213,7 @@ def test_on_gcs(images, with_errors, gcs_emulator, gcs_bucket, tmp_path, capsys)
     assert code == 0, out
     assert "verify OK: 360 record(s) in 4 shard(s)" in out
     png = Image.open(io.BytesIO(gcs_emulator.read_bytes(sheet)))
-    assert png.format == "PNG" and png.size == (2 * inspect.TILE_WIDTH, 2 * inspect.TILE_HEIGHT)
+    assert png.format == "PNG" and png.size == (2 * contact_sheet.TILE_WIDTH, 2 * contact_sheet.TILE_HEIGHT)
 
     shard = json.loads((images / "manifest.json").read_text())["splits"]["validation"]["shards"][1]
     raw = (images / shard).read_bytes()

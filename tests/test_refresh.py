@@ -12,9 +12,11 @@ import pytest
 import tensorflow as tf
 
 from pipeline.cli import main
-from pipeline.latest import LATEST_NAME, LatestPointerError, is_version, new_version, resolve_dataset
-from pipeline.manifest import Counts, Manifest
-from pipeline.refresh import REJECTED_MANIFEST_NAME, VersionPointer, apply_retention, read_text, version_states
+from pipeline.contract.versions import LATEST_NAME, LatestPointerError, is_version, new_version, resolve_dataset
+from pipeline.contract.manifest import Counts, Manifest
+from pipeline.contract.layout import REJECTED_MANIFEST_NAME
+from pipeline.storage import read_text
+from pipeline.version_store import VersionPublication, apply_retention, version_states
 from tests import broken_images
 from tests.dataset_reader import read_split
 from transforms.splits import assign_split
@@ -196,9 +198,9 @@ def test_latest_never_moves_back_to_an_older_version(store):
     newer, older = "20300101T000000Z", "20290101T000000Z"
     store.put(f"root/{LATEST_NAME}", (newer + "\n").encode())
     manifest = Manifest(kind="images", splits={}, features={}, counts=Counts(0, 0, 0, 0, 0))
-    VersionPointer(store.uri("root"), older).advance(manifest)
+    VersionPublication(store.uri("root"), older).advance(manifest)
     assert latest(store) == newer
-    VersionPointer(store.uri("root"), "20310101T000000Z").advance(manifest)
+    VersionPublication(store.uri("root"), "20310101T000000Z").advance(manifest)
     assert latest(store) == "20310101T000000Z"
 
 

@@ -4,8 +4,9 @@ may import it."""
 import subprocess
 import sys
 
-WORKER_MODULES = ["pipeline.cli", "pipeline.build", "pipeline.publish", "pipeline.refresh", "transforms.images",
-                  "transforms.tabular", "transforms.sources", "transforms.write", "transforms.image_check"]
+WORKER_MODULES = ["pipeline.cli", "pipeline.commands.convert", "pipeline.commands.refresh", "pipeline.build",
+                  "pipeline.publish", "pipeline.version_store", "transforms.images", "transforms.tabular",
+                  "transforms.sources", "transforms.write", "transforms.image_check"]
 
 
 def test_worker_modules_do_not_import_tensorflow():

@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 from typing import Callable, Sequence
 
-import numpy as np
 import tensorflow as tf
 
-from pipeline.manifest import Manifest
+from pipeline.contract.features import parse_spec
+from pipeline.contract.manifest import Manifest
 from trainer import manifest_io
 from trainer.errors import BatchSizeError, MissingFeatureError, TrainerError
 
@@ -34,7 +34,6 @@ READ_BUFFER_BYTES = 8 * 1024 * 1024  # per open shard: large sequential reads (G
 MAX_CYCLE_LENGTH = 16  # shards read at once per input pipeline
 DEFAULT_SHUFFLE_BUFFER = 10_000  # records, as in the reference ImageNet reader
 PARSE_BATCH = 256  # records per parse_example call when decoding unbatched
-_DEFAULTS = {"int64": 0, "float32": 0.0, "string": b""}
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,16 +182,7 @@ def image_dataset(data: str, manifest: Manifest, split: str, batch_size: int, *,
 def tabular_parse_spec(manifest: Manifest, columns: Sequence[str]) -> dict:
     """parse_example spec for `columns` from the manifest's feature spec: FixedLenFeature of the
     declared dtype; columns some records lack (required=False) get a default (0, 0.0, "")."""
-    spec = {}
-    for name in columns:
-        feature = manifest_io.feature(manifest, name)
-        dtype = tf.as_dtype(feature.dtype)
-        if feature.required:
-            spec[name] = tf.io.FixedLenFeature(list(feature.shape), dtype)
-        else:
-            default = np.full(feature.shape, _DEFAULTS[feature.dtype], dtype=object if feature.dtype == "string" else dtype.as_numpy_dtype)
-            spec[name] = tf.io.FixedLenFeature(list(feature.shape), dtype, default_value=default)
-    return spec
+    return parse_spec([manifest_io.feature(manifest, name) for name in columns], tf, fill_missing=True)
 
 
 def tabular_columns(manifest: Manifest, label: str, features: Sequence[str] | None = None) -> list[str]:

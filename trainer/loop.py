@@ -23,7 +23,6 @@ import keras
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from trainer.manifest_io import join
 
 _LOG = logging.getLogger(__name__)
 _SUM = tf.distribute.ReduceOp.SUM
@@ -113,7 +112,7 @@ class TrainingLoop:
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step)
-        self.manager = tf.train.CheckpointManager(self.checkpoint, join(config.model_dir, "checkpoints"),
+        self.manager = tf.train.CheckpointManager(self.checkpoint, tf.io.gfile.join(config.model_dir, "checkpoints"),
                                                   max_to_keep=config.max_checkpoints, step_counter=self.step)
         self._loss = _per_example_loss(config.classification)
         self._train_steps = tf.function(self._train_steps_fn)
@@ -178,7 +177,7 @@ class TrainingLoop:
         result.start_step = step = int(self.step.numpy())
         if step >= c.total_steps:
             _LOG.info("already trained to step %d (target %d): nothing to train", step, c.total_steps)
-        writers = {name: tf.summary.create_file_writer(join(c.model_dir, f"logs/{name}")) for name in ("train", "validation")}
+        writers = {name: tf.summary.create_file_writer(tf.io.gfile.join(c.model_dir, f"logs/{name}")) for name in ("train", "validation")}
         iterator = iter(train_dataset) if step < c.total_steps else None
         started = time.monotonic()
         trained_examples, train_seconds, last_saved = 0, 0.0, step
@@ -240,15 +239,15 @@ class TrainingLoop:
     def export(self, labels: tuple[str, ...] = (), summary: dict | None = None) -> str:
         """The model as a SavedModel (serving signature `serve`) in MODEL_DIR/export, with the
         class names in labels.txt and the run's summary in MODEL_DIR/training_summary.json."""
-        path = join(self.config.model_dir, "export")
+        path = tf.io.gfile.join(self.config.model_dir, "export")
         if tf.io.gfile.exists(path):
             tf.io.gfile.rmtree(path)  # a rerun replaces the previous export
         self.model.export(path, format="tf_saved_model", verbose=False)
         if labels:
-            with tf.io.gfile.GFile(join(path, "labels.txt"), "w") as f:
+            with tf.io.gfile.GFile(tf.io.gfile.join(path, "labels.txt"), "w") as f:
                 f.write("\n".join(labels) + "\n")
         if summary is not None:
-            with tf.io.gfile.GFile(join(self.config.model_dir, "training_summary.json"), "w") as f:
+            with tf.io.gfile.GFile(tf.io.gfile.join(self.config.model_dir, "training_summary.json"), "w") as f:
                 f.write(json.dumps(summary, indent=2, sort_keys=True, default=str))
         _LOG.info("exported the model to %s", path)
         return path

@@ -1,6 +1,7 @@
-"""Reading a dataset's manifest.json (local or gs://, through tf.io.gfile) and checking that it
-holds what training needs. Everything the job knows about the data -- shard files, record counts,
-feature spec, label map -- comes from here; the data itself is never scanned to learn it."""
+"""Reading a dataset's manifest.json (local or gs://, through tf.io.gfile; the format and the one
+reader: pipeline.contract) and checking that it holds what training needs. Everything the job
+knows about the data -- shard files, record counts, feature spec, label map -- comes from here;
+the data itself is never scanned to learn it."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ import logging
 
 import tensorflow as tf
 
-from pipeline.latest import join, resolve_dataset
-from pipeline.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError, SplitInfo
+from pipeline.contract import manifest as contract
+from pipeline.contract.layout import join
+from pipeline.contract.manifest import FeatureSpec, Manifest, SplitInfo
+from pipeline.contract.versions import resolve_dataset
 from trainer.errors import IncompleteManifestError, ManifestNotFoundError, MissingFeatureError
 
 _LOG = logging.getLogger(__name__)
 
-IMAGE_KINDS = ("images", "image_csv")
 
-
-def _read_text(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """A file's text through tf.io.gfile (local, gs://), or None when there is no such file."""
     if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path, "r") as f:
@@ -26,7 +28,7 @@ def _read_text(path: str) -> str | None:
 
 def resolve_data(data: str) -> str:
     """The dataset folder to train on: `data` itself, or the version a refresh ROOT's LATEST names."""
-    folder = resolve_dataset(data, _read_text)
+    folder = resolve_dataset(data, read_text)
     if folder != data:
         _LOG.info("%s/LATEST names %s", data.rstrip("/"), folder)
     return folder
@@ -34,20 +36,16 @@ def resolve_data(data: str) -> str:
 
 def load_manifest(data: str) -> Manifest:
     """The manifest of the dataset in `data`; raises ManifestNotFoundError / IncompleteManifestError."""
-    path = join(data, MANIFEST_NAME)
-    if not tf.io.gfile.exists(path):
-        raise ManifestNotFoundError(f"{path} not found: --data must be a folder the pipeline converted "
-                                    f"(manifest.json is written last, so a run that did not finish has none)")
-    with tf.io.gfile.GFile(path, "r") as f:
-        text = f.read()
     try:
-        manifest = Manifest.from_json(text)
-    except ManifestError as e:
-        raise IncompleteManifestError(f"{path}: {e}") from e
+        manifest = contract.read_manifest(data, read_text)
+    except contract.ManifestNotFoundError as e:
+        raise ManifestNotFoundError(f"{e} (--data must be a folder the pipeline converted)") from e
+    except contract.ManifestError as e:
+        raise IncompleteManifestError(str(e)) from e
     if not manifest.splits:
-        raise IncompleteManifestError(f"{path}: lists no splits")
+        raise IncompleteManifestError(f"{data}: the manifest lists no splits")
     if not manifest.features:
-        raise IncompleteManifestError(f"{path}: has no feature spec")
+        raise IncompleteManifestError(f"{data}: the manifest has no feature spec")
     _LOG.info("dataset %s: kind %s, %s", data, manifest.kind,
               ", ".join(f"{s.name} {s.records} records in {len(s.shards)} shard(s)" for s in manifest.splits.values()))
     return manifest
@@ -78,7 +76,7 @@ def feature(manifest: Manifest, name: str, what: str = "feature") -> FeatureSpec
 
 def image_feature_keys(manifest: Manifest) -> tuple[str, str]:
     """(encoded image key, label key) of an image dataset, checked against the feature spec."""
-    if manifest.kind not in IMAGE_KINDS:
+    if not manifest.is_image_dataset:
         raise IncompleteManifestError(f"dataset kind {manifest.kind!r} is not an image dataset")
     keys = {}
     for role in ("encoded", "label"):

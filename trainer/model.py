@@ -12,7 +12,7 @@ from typing import Mapping
 
 import keras
 
-from pipeline.manifest import FeatureSpec
+from pipeline.contract.manifest import FeatureSpec
 from trainer.errors import TrainerError
 
 # --architecture values: our small CNN, or a keras.applications class built with weights=None.

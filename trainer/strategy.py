@@ -29,7 +29,7 @@ def make_strategy(tpu: str | None = None) -> tf.distribute.Strategy:
             resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name)
             tf.config.experimental_connect_to_cluster(resolver)
             tf.tpu.experimental.initialize_tpu_system(resolver)
-        except Exception as e:  # pylint: disable=broad-except  # metadata server, gRPC, DNS: all mean "no TPU"
+        except Exception as e:  # metadata server, gRPC, DNS: all mean "no TPU"
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise TrainerError(f"cannot connect to TPU {name!r} (--tpu / ${TPU_ENV}): {type(e).__name__}: {reason}") from e
         strategy = tf.distribute.TPUStrategy(resolver)

@@ -21,7 +21,7 @@ import sys
 import keras
 import tensorflow as tf
 
-from pipeline.manifest import Manifest
+from pipeline.contract.manifest import Manifest
 from trainer import input_fn, manifest_io, model as models
 from trainer.errors import BatchSizeError, TrainerError
 from trainer.loop import OPTIMIZERS, SCHEDULES, LoopConfig, Result, TrainingLoop

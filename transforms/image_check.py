@@ -157,7 +157,7 @@ def _pillow_errors(stage: str, what: str):
         raise BadImage("dimensions", str(e)) from e
     except _DATA_ERRORS as e:
         raise BadImage(stage, f"{what}: {e}" if isinstance(e, OSError) else f"{what}: {type(e).__name__}: {e}") from e
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
         _LOG.exception("unexpected %s while checking an image (%s)", type(e).__name__, what)
         raise BadImage(stage, f"{what}: {type(e).__name__}: {e}") from e
 

@@ -7,9 +7,8 @@ import logging
 import time
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
+from pipeline import storage
 from transforms.example_proto import encode_example
 from transforms.image_check import BadImage, check_image
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record, Source, counter
@@ -65,9 +64,8 @@ class ReadImages(beam.DoFn):
         if label_id is None:
             return DeadLetter(source.uri, "label", f"label {source.label!r} is not in the label map (source added after planning?)"), 0
         try:
-            with FileSystems.open(source.uri, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-                data = f.read()
-        except Exception as e:  # pylint: disable=broad-except  # any I/O failure is this file's, not the job's
+            data = storage.read_bytes(source.uri)
+        except Exception as e:  # any I/O failure is this file's, not the job's
             return DeadLetter(source.uri, "read", f"cannot read: {type(e).__name__}: {e}"), 0
         try:
             image = check_image(data, self._max_pixels)

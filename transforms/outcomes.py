@@ -6,6 +6,7 @@ listed = written + skipped + errors.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import NamedTuple
 
@@ -63,39 +64,59 @@ def counter(name: str):
     return beam.metrics.Metrics.counter(METRICS_NAMESPACE, name)
 
 
+def _add(counts: dict[str, int], key: str, n: int = 1) -> None:
+    counts[key] = counts.get(key, 0) + n
+
+
+@dataclasses.dataclass
+class OutcomeSummary:
+    """The counts the manifest reports: small dicts, whatever the number of records."""
+
+    written: dict[str, int] = dataclasses.field(default_factory=dict)  # records per split
+    bytes: dict[str, int] = dataclasses.field(default_factory=dict)  # payload bytes per split
+    labels: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # split -> label -> records
+    converted: int = 0  # records whose image was re-encoded
+    skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # per extension
+    errors: dict[str, int] = dataclasses.field(default_factory=dict)  # per stage
+
+    def add(self, outcome: Written | Skipped | DeadLetter) -> None:
+        if isinstance(outcome, Written):
+            _add(self.written, outcome.split)
+            _add(self.bytes, outcome.split, outcome.nbytes)
+            if outcome.label:
+                _add(self.labels.setdefault(outcome.split, {}), outcome.label)
+            self.converted += outcome.converted
+        elif isinstance(outcome, Skipped):
+            _add(self.skipped, outcome.extension)
+        else:
+            _add(self.errors, outcome.stage)
+
+    def merge(self, other: OutcomeSummary) -> None:
+        for mine, theirs in ((self.written, other.written), (self.bytes, other.bytes),
+                             (self.skipped, other.skipped), (self.errors, other.errors)):
+            for key, n in theirs.items():
+                _add(mine, key, n)
+        for split, labels in other.labels.items():
+            for label, n in labels.items():
+                _add(self.labels.setdefault(split, {}), label, n)
+        self.converted += other.converted
+
+
 class SummarizeOutcomes(beam.CombineFn):
-    """Reduces outcomes to the counts the manifest reports (small dicts, any number of records)."""
+    """Reduces every outcome of the run to one OutcomeSummary."""
 
     def create_accumulator(self):
-        return {"written": {}, "bytes": {}, "labels": {}, "converted": 0, "skipped": {}, "errors": {}}
+        return OutcomeSummary()
 
     def add_input(self, acc, outcome):
-        if isinstance(outcome, Written):
-            acc["written"][outcome.split] = acc["written"].get(outcome.split, 0) + 1
-            acc["bytes"][outcome.split] = acc["bytes"].get(outcome.split, 0) + outcome.nbytes
-            if outcome.label:
-                labels = acc["labels"].setdefault(outcome.split, {})
-                labels[outcome.label] = labels.get(outcome.label, 0) + 1
-            acc["converted"] += outcome.converted
-        elif isinstance(outcome, Skipped):
-            acc["skipped"][outcome.extension] = acc["skipped"].get(outcome.extension, 0) + 1
-        else:
-            acc["errors"][outcome.stage] = acc["errors"].get(outcome.stage, 0) + 1
+        acc.add(outcome)
         return acc
 
     def merge_accumulators(self, accumulators):
-        merged = self.create_accumulator()
+        merged = OutcomeSummary()
         for acc in accumulators:
-            for key in ("written", "bytes", "skipped", "errors"):
-                for name, n in acc[key].items():
-                    merged[key][name] = merged[key].get(name, 0) + n
-            for split, labels in acc["labels"].items():
-                target = merged["labels"].setdefault(split, {})
-                for label, n in labels.items():
-                    target[label] = target.get(label, 0) + n
-            merged["converted"] += acc["converted"]
+            merged.merge(acc)
         return merged
 
     def extract_output(self, acc):
         return acc
-

@@ -25,7 +25,7 @@ class _ShuffleBucket(beam.DoFn):
 
 
 @beam.ptransform_fn
-def PermuteOrder(pcoll, num_buckets: int):  # pylint: disable=invalid-name
+def PermuteOrder(pcoll, num_buckets: int):
     """`num_buckets` bounds the elements one worker shuffles in memory (~count / num_buckets)."""
     if num_buckets < 1:
         raise ValueError("num_buckets must be >= 1")

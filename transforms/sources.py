@@ -7,16 +7,15 @@ pipeline (which lists again inside the job, keeping the job graph small) decide 
 from __future__ import annotations
 
 import csv
-import gzip
-import io
 import posixpath
-from typing import Iterable, Iterator, Sequence, Union
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Union
 
 import apache_beam as beam
 from apache_beam.io import fileio
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
+from pipeline import storage
+from pipeline.contract.layout import join
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Skipped, Source, counter
 from transforms.splits import assign_split, check_split_name
 
@@ -58,7 +57,7 @@ def resolve_uri(base_dir: str, uri: str) -> str:
     """URIs in a CSV are absolute (gs://..., /...) or relative to the CSV's folder."""
     if "://" in uri or uri.startswith("/"):
         return uri
-    return FileSystems.join(base_dir, uri)
+    return join(base_dir, uri)
 
 
 def parse_image_csv(lines: Iterable[str], csv_uri: str, uri_column: str, label_column: str, split_column: str,
@@ -68,7 +67,7 @@ def parse_image_csv(lines: Iterable[str], csv_uri: str, uri_column: str, label_c
     With a header naming `uri_column`, columns are found by name (label required, split optional).
     Without one, the AutoML layout is assumed: `[split,]image_uri,label`.
     """
-    base_dir = FileSystems.split(csv_uri)[0]
+    base_dir = storage.parent(csv_uri)
     reader = csv.reader(lines)
     positions = None
     for row in reader:
@@ -103,20 +102,6 @@ def parse_image_csv(lines: Iterable[str], csv_uri: str, uri_column: str, label_c
                 yield DeadLetter(where, "parse", str(e))
                 continue
         yield Source(resolve_uri(base_dir, uri), uri, label, split)
-
-
-def open_text(uri: str, errors: str = "strict") -> io.TextIOWrapper:
-    """A UTF-8 text stream of a plain or .gz file on any Beam file system, ready for `csv`.
-    (Beam's own decompressing reader is not an `io` stream, so gzip is unwrapped here.)"""
-    raw = FileSystems.open(uri, compression_type=CompressionTypes.UNCOMPRESSED)
-    if CompressionTypes.detect_compression_type(uri) == CompressionTypes.GZIP:
-        raw = gzip.GzipFile(fileobj=raw)
-    return io.TextIOWrapper(raw, encoding="utf-8", errors=errors, newline="")
-
-
-def read_text_lines(uri: str) -> Iterator[str]:
-    with open_text(uri) as text:
-        yield from text
 
 
 class _Route(beam.DoFn):
@@ -154,7 +139,7 @@ class _ParseImageCsv(_Route):
         self._splits = frozenset(splits)
 
     def process(self, csv_uri):
-        for outcome in parse_image_csv(read_text_lines(csv_uri), csv_uri, *self._args):
+        for outcome in parse_image_csv(storage.text_lines(csv_uri), csv_uri, *self._args):
             if isinstance(outcome, Source) and outcome.split not in self._splits:
                 outcome = DeadLetter(outcome.uri, "parse", f"split {outcome.split!r} is not one of the planned splits "
                                                            f"{sorted(self._splits)} (was the CSV edited during the run?)")
@@ -166,14 +151,14 @@ def _outputs(pcoll, dofn):
 
 
 @beam.ptransform_fn
-def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions):  # pylint: disable=invalid-name
+def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions):
     """Every file below `root` (listed inside the job, so the graph does not grow with it)."""
     return _outputs(pbegin | "MatchFiles" >> fileio.MatchFiles(root.rstrip("/") + "/**"),
                     _ClassifyFolderEntries(root, extensions, fractions))
 
 
 @beam.ptransform_fn
-def ReadImageCsv(pbegin, csv_uri: str, uri_column: str, label_column: str, split_column: str,  # pylint: disable=invalid-name
+def ReadImageCsv(pbegin, csv_uri: str, uri_column: str, label_column: str, split_column: str,
                  fractions, splits):
     """Rows of the CSV as Sources; `splits` are the ones planned (each gets its own writer)."""
     return _outputs(pbegin | "CsvUri" >> beam.Create([csv_uri]),

@@ -9,20 +9,30 @@ feature is absent from that record.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 from typing import NamedTuple, Sequence
 
 import apache_beam as beam
 
+from pipeline import storage
 from transforms.example_proto import encode_example
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record, counter
-from transforms.sources import open_text, relative_key
+from transforms.sources import relative_key
 from transforms.splits import assign_split
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
 _INT = re.compile(r"^[+-]?\d+$")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _BOOLS = {"true": 1, "false": 0, "1": 1, "0": 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnType:
+    """What the data says of one column: its dtype, and in how many rows it is empty."""
+
+    dtype: str  # one of DECLARABLE_TYPES
+    missing: int
 
 
 class Row(NamedTuple):
@@ -64,7 +74,7 @@ def parse_value(value: str, dtype: str):
 
 def read_header(uri: str) -> tuple[str, ...]:
     """The first line of a CSV file, as column names."""
-    with open_text(uri) as text:
+    with storage.open_text(uri) as text:
         return tuple(next(csv.reader(text), ()))
 
 
@@ -79,7 +89,7 @@ class ReadCsvRows(beam.DoFn):
         path = metadata.path
         key = relative_key(self._root, path) if path.startswith(self._root.rstrip("/") + "/") else path
         try:
-            with open_text(path, errors="surrogateescape") as text:
+            with storage.open_text(path, errors="surrogateescape") as text:
                 yield from self._rows(path, key, csv.reader(text))
         except (OSError, EOFError, csv.Error) as e:  # unreadable file (corrupt gzip, vanished, ...)
             self._listed.inc()
@@ -150,11 +160,11 @@ class InferSchema(beam.CombineFn):
         return [[all(a[i][0] for a in accumulators), all(a[i][1] for a in accumulators), sum(a[i][2] for a in accumulators)]
                 for i in range(len(self._columns))]
 
-    def extract_output(self, acc):
+    def extract_output(self, acc) -> dict[str, ColumnType]:
         schema = {}
-        for name, (all_int, all_float, missing) in zip(self._columns, acc):
+        for name, (all_int, all_float, missing) in zip(self._columns, acc, strict=True):
             dtype = self._declared.get(name) or ("int64" if all_int else "float32" if all_float else "string")
-            schema[name] = {"dtype": dtype, "missing": missing}
+            schema[name] = ColumnType(dtype, missing)
         return schema
 
 
@@ -172,7 +182,7 @@ class EncodeRows(beam.DoFn):
             if value == "":
                 continue
             try:
-                features[name] = parse_value(value, schema[name]["dtype"])
+                features[name] = parse_value(value, schema[name].dtype)
             except ValueError as e:
                 self._errors.inc()
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(row.source, "parse", f"column {name!r}: {e}"))

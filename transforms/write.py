@@ -1,21 +1,19 @@
-"""Writing records to `<output>/<split>-SSSSS-of-NNNNN.tfrecord.gz` and dead letters to JSON lines."""
+"""Writing records to `<output>/<split>-SSSSS-of-NNNNN.tfrecord.gz` and dead letters to JSON lines
+(names: pipeline.contract.layout)."""
 
 from __future__ import annotations
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
-import transforms.gzip_codec  # noqa: F401  pylint: disable=unused-import  # Beam's GZIP through ISA-L, here and on workers
+from pipeline.contract.layout import ERROR_FILES, ERRORS_PREFIX, RECORD_FILES, ShardedFileTemplate, join
+from transforms.gzip_codec import use_isal_gzip
 
-SHARD_TEMPLATE = "-SSSSS-of-NNNNN"
-RECORD_SUFFIX = ".tfrecord.gz"
-ERRORS_PREFIX = "errors"
-ERRORS_SUFFIX = ".jsonl"
+use_isal_gzip()  # Beam's GZIP through ISA-L, for every job that writes records (and on workers: IsalGzip)
 
 
 @beam.ptransform_fn
-def WriteSplits(records, output: str, shards: dict[str, int]):  # pylint: disable=invalid-name
+def WriteSplits(records, output: str, shards: dict[str, int]):
     """One GZIP WriteToTFRecord per split, with that split's planned shard count. Returns
     {split: PCollection of the written file names}."""
     names = list(shards)
@@ -24,17 +22,17 @@ def WriteSplits(records, output: str, shards: dict[str, int]):  # pylint: disabl
         name: (part
                | f"{name}.Payload" >> beam.Map(lambda record: record.data)
                | f"{name}.Write" >> beam.io.WriteToTFRecord(
-                   FileSystems.join(output, name), file_name_suffix=RECORD_SUFFIX, num_shards=shards[name],
-                   shard_name_template=SHARD_TEMPLATE, compression_type=CompressionTypes.GZIP))
-        for name, part in zip(names, parts)
+                   join(output, name), file_name_suffix=RECORD_FILES.suffix, num_shards=shards[name],
+                   shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE, compression_type=CompressionTypes.GZIP))
+        for name, part in zip(names, parts, strict=True)
     }
 
 
 @beam.ptransform_fn
-def WriteDeadLetters(dead_letters, output: str):  # pylint: disable=invalid-name
+def WriteDeadLetters(dead_letters, output: str):
     """All dead letters in one JSON-lines file (written even when empty, so its absence means a
     failed run). Returns the written file names."""
     return (dead_letters
             | "ToJson" >> beam.Map(lambda letter: letter.to_json())
-            | "Write" >> beam.io.WriteToText(FileSystems.join(output, ERRORS_PREFIX), file_name_suffix=ERRORS_SUFFIX,
-                                             num_shards=1, shard_name_template=SHARD_TEMPLATE))
+            | "Write" >> beam.io.WriteToText(join(output, ERRORS_PREFIX), file_name_suffix=ERROR_FILES.suffix,
+                                             num_shards=1, shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE))

@@ -1,6 +1,7 @@
 import pytest
 
-from pipeline.cli import overrides, parser
+from pipeline.commands.convert import parser
+from pipeline.flags import config_overrides
 from pipeline.config import ConfigError, load_config
 
 
@@ -20,7 +21,7 @@ def test_yaml_then_flags(tmp_path):
     path = write(tmp_path, "kind: csv\nsplits: {train: 0.5, test: 0.5}\nsharding: {reader_hosts: 4, num_shards: 3}\n")
     args, rest = parser().parse_known_args(["--config", path, "--num_shards", "5", "--runner", "DirectRunner",
                                             "--splits", "train=0.9,validation=0.1"])
-    config = load_config(args.config, overrides(args))
+    config = load_config(args.config, config_overrides(args))
     assert rest == ["--runner", "DirectRunner"]
     assert config.kind == "csv"
     assert config.sharding.num_shards == 5 and config.sharding.reader_hosts == 4  # flag wins, YAML kept

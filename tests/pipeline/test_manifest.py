@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from pipeline.manifest import Counts, FeatureSpec, Manifest, ManifestError, SplitInfo
+from pipeline.contract.manifest import Counts, FeatureSpec, Manifest, ManifestError, SplitInfo
 
 
 def manifest(**changes):

@@ -62,7 +62,7 @@ def test_explicit_runners_pass_through():
 def test_the_parallel_runner_pages_grouped_values_through_state():
     runner = make_pipeline(pipeline_options(["--direct_num_workers", "2"])).runner
     assert isinstance(runner, FnApiRunner)
-    assert runner._use_state_iterables  # pylint: disable=protected-access  # what keeps its peak RSS down
+    assert runner._use_state_iterables  # what keeps its peak RSS down
     assert not isinstance(make_pipeline(pipeline_options(["--direct_num_workers", "1"])).runner, FnApiRunner)
 
 

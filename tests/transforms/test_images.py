@@ -8,7 +8,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.config import DEFAULT_IMAGE_KEYS
+from pipeline.contract.features import DEFAULT_IMAGE_KEYS
 from tests import broken_images
 from transforms.images import ReadImages
 from transforms.outcomes import DEAD_LETTERS, METRICS_NAMESPACE, Source

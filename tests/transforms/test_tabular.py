@@ -5,7 +5,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.tabular import InferSchema, Row, is_float, is_int64, parse_value
+from transforms.tabular import ColumnType, InferSchema, Row, is_float, is_int64, parse_value
 
 COLUMNS = ("id", "score", "name", "flag")
 
@@ -39,10 +39,10 @@ def test_infer_schema_over_all_rows():
     with TestPipeline() as p:
         schema = p | beam.Create(data) | beam.CombineGlobally(InferSchema(COLUMNS, {"flag": "bool"}))
         assert_that(schema, equal_to([{
-            "id": {"dtype": "string", "missing": 0},     # one non-integer makes the column string
-            "score": {"dtype": "float32", "missing": 1},  # ints and floats -> float; one empty cell
-            "name": {"dtype": "string", "missing": 1},
-            "flag": {"dtype": "bool", "missing": 0},      # declared
+            "id": ColumnType("string", 0),     # one non-integer makes the column string
+            "score": ColumnType("float32", 1),  # ints and floats -> float; one empty cell
+            "name": ColumnType("string", 1),
+            "flag": ColumnType("bool", 0),      # declared
         }]))
 
 
@@ -50,4 +50,4 @@ def test_infer_schema_merges_partial_accumulators():
     fn = InferSchema(("a",), {})
     left = fn.add_input(fn.create_accumulator(), Row("f:1", "train", ("1",)))
     right = fn.add_input(fn.create_accumulator(), Row("f:2", "train", ("2.5",)))
-    assert fn.extract_output(fn.merge_accumulators([left, right])) == {"a": {"dtype": "float32", "missing": 0}}
+    assert fn.extract_output(fn.merge_accumulators([left, right])) == {"a": ColumnType("float32", 0)}

@@ -1,12 +1,11 @@
 """Versioned datasets: `ROOT/<version>/` folders and the `ROOT/LATEST` pointer that names the
-newest complete one (written by `python -m pipeline refresh`, see pipeline.refresh).
+newest complete one (written by `python -m pipeline refresh`: pipeline.version_store).
 
 Readers call `resolve_dataset(path, read_text)` with either a dataset folder or such a ROOT and
-get the dataset folder to read. This module is plain Python (no Beam, no TensorFlow, no I/O of its
-own) so the training job can pass tf.io.gfile-based I/O and the pipeline Beam FileSystems:
+get the dataset folder to read:
 
-    resolve_dataset(data, lambda p: tf.io.gfile.GFile(p).read())             # trainer
-    resolve_dataset(root, pipeline.refresh.read_text)                        # pipeline
+    resolve_dataset(data, trainer.manifest_io.read_text)     # tf.io.gfile
+    resolve_dataset(root, pipeline.storage.read_text)        # Beam FileSystems
 
 `read_text(path)` returns the text of a file, and either returns None or raises a "not found"
 error (FileNotFoundError, tf.errors.NotFoundError, google.api_core NotFound, ...) when the file
@@ -18,7 +17,9 @@ from __future__ import annotations
 
 import datetime
 import re
-from typing import Callable, Optional
+from collections.abc import Callable
+
+from pipeline.contract.layout import join
 
 LATEST_NAME = "LATEST"
 # Sortable UTC timestamps: the lexical order of version names is their age order.
@@ -30,12 +31,7 @@ class LatestPointerError(ValueError):
     """ROOT/LATEST exists but does not name a version folder."""
 
 
-def join(folder: str, name: str) -> str:
-    """`folder/name` for local paths and gs:// prefixes alike."""
-    return folder.rstrip("/") + "/" + name
-
-
-def new_version(now: Optional[datetime.datetime] = None) -> str:
+def new_version(now: datetime.datetime | None = None) -> str:
     """The version name for a run starting `now` (UTC), e.g. '20250301T020000Z'."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return now.astimezone(datetime.timezone.utc).strftime(VERSION_FORMAT)
@@ -68,19 +64,19 @@ def _is_not_found(error: BaseException) -> bool:
     return bool(causes) and all(_is_not_found(e) for e in causes.values() if isinstance(e, BaseException))
 
 
-def read_pointer(root: str, read_text: Callable[[str], Optional[str]]) -> Optional[str]:
+def read_pointer(root: str, read_text: Callable[[str], str | None]) -> str | None:
     """The version ROOT/LATEST names, or None when ROOT has no LATEST."""
     path = join(root, LATEST_NAME)
     try:
         text = read_text(path)
-    except Exception as e:  # pylint: disable=broad-except  # re-raised unless it means "missing"
+    except Exception as e:  # re-raised unless it means "missing"
         if _is_not_found(e):
             return None
         raise
     return None if text is None else parse_pointer(text, path)
 
 
-def resolve_dataset(path: str, read_text: Callable[[str], Optional[str]]) -> str:
+def resolve_dataset(path: str, read_text: Callable[[str], str | None]) -> str:
     """The dataset folder to read: `path/<version>` when `path` is a ROOT whose LATEST names a
     version, else `path` itself (a dataset folder, checked by whoever reads its manifest)."""
     version = read_pointer(path, read_text)

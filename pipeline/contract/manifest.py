@@ -4,27 +4,35 @@
 was written (splits, shard files, record counts), how to read it (feature spec, label map) and what
 went wrong (counts, error files), so a reader never scans data to learn its size.
 
-This module is plain Python (no Beam, no TensorFlow, no I/O) so that both the pipeline and the
-training job can import it; callers read and write the JSON text with their own file systems.
+No I/O here: `read_manifest` takes the caller's `read_text`, so the pipeline (Beam FileSystems),
+the trainer (tf.io.gfile) and tests (pathlib) share one reader.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any
 
-MANIFEST_NAME = "manifest.json"
+from pipeline.contract.layout import MANIFEST_NAME, join
+
 FORMAT = "tfrecord-examples"
 FORMAT_VERSION = 1
 COMPRESSION = "GZIP"
 
 # Feature dtypes are TensorFlow dtype names, so a reader can call tf.as_dtype(dtype).
 DTYPES = ("string", "int64", "float32")
+KINDS = ("images", "image_csv", "csv")  # class folders, a CSV of image URIs, tabular CSV files
+IMAGE_KINDS = ("images", "image_csv")
 
 
 class ManifestError(ValueError):
     """A manifest that is missing, incomplete or of another format."""
+
+
+class ManifestNotFoundError(ManifestError):
+    """The folder holds no manifest.json: not a dataset, or a conversion that did not finish."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +77,17 @@ class Counts:
 
 
 @dataclasses.dataclass(frozen=True)
+class Listing:
+    """What the planner listed before the run. `sources`: the outcomes (records, skips, dead
+    letters) the job must account for, where known in advance (None for tabular rows)."""
+
+    files: int
+    bytes: int
+    fingerprint: str  # equal fingerprints mean unchanged input (see pipeline.planning)
+    sources: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Manifest:
     kind: str  # "images", "image_csv" or "csv"
     splits: dict[str, SplitInfo]
@@ -84,10 +103,14 @@ class Manifest:
     image_keys: dict[str, str] = dataclasses.field(default_factory=dict)
     inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    listing: dict[str, Any] = dataclasses.field(default_factory=dict)  # files, bytes, fingerprint
+    listing: Listing | None = None
     package_version: str = ""
     created: str = ""
     compression: str = COMPRESSION
+
+    @property
+    def is_image_dataset(self) -> bool:
+        return self.kind in IMAGE_KINDS
 
     @property
     def error_budget_exceeded(self) -> bool:
@@ -121,6 +144,20 @@ class Manifest:
             for key in ("label_map", "error_files"):
                 if key in rest:
                     rest[key] = tuple(rest[key])
+            rest["listing"] = Listing(**rest["listing"]) if rest.get("listing") else None
             return cls(splits=splits, features=features, counts=Counts(**body["counts"]), **rest)
         except (KeyError, TypeError) as e:
             raise ManifestError(f"manifest is incomplete: {e!r}") from e
+
+
+def read_manifest(folder: str, read_text: Callable[[str], str | None]) -> Manifest:
+    """The manifest of the dataset in `folder`. `read_text(path)` returns a file's text, or None
+    when there is no such file. Raises ManifestNotFoundError, or ManifestError naming the file."""
+    path = join(folder, MANIFEST_NAME)
+    text = read_text(path)
+    if text is None:
+        raise ManifestNotFoundError(f"{path} not found: not a converted dataset, or its conversion did not finish")
+    try:
+        return Manifest.from_json(text)
+    except ManifestError as e:
+        raise ManifestError(f"{path}: {e}") from e

@@ -1,0 +1,148 @@
+"""`python -m pipeline refresh --input SRC --output ROOT [conversion flags] [--keep K]`: publish a
+new version of a dataset (the layout of ROOT: pipeline.version_store).
+
+A refresh lists SRC first. When the listing (paths, sizes, mtimes/generations: its fingerprint)
+and the settings are those of the version LATEST names, it prints "nothing changed" and exits 0
+without writing anything. Otherwise it converts into ROOT/<UTC timestamp>/ and the job's last
+step checks the run as `publish.problems` does and then either
+
+* writes manifest.json and then LATEST (temporary file + rename, through Beam FileSystems, so
+  local disk and gs:// alike); with --keep K, deletes versions beyond the newest K (never the one
+  LATEST names, never anything newer); or
+* writes manifest.rejected.json instead of manifest.json (a folder without manifest.json is
+  incomplete by contract), deletes the shards, keeps the error report, and fails the job.
+
+A run that crashes or is interrupted never reaches that step, so LATEST never moves; on local
+failures the refresh deletes its version folder (keeping only the error report and rejected
+manifest, when there are). Splits do not move between versions: a source's split is a hash of
+its path below SRC (transforms.splits), whatever else was added.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import time
+
+import apache_beam as beam
+
+from pipeline import storage
+from pipeline.config import Config, ConfigError, load_config, to_dict
+from pipeline.contract.layout import join
+from pipeline.contract.manifest import ManifestError, read_manifest
+from pipeline.contract.versions import LatestPointerError, new_version
+from pipeline.flags import REFRESH_FLAGS, config_overrides, make_parser
+from pipeline.job import run_job, stages_only
+from pipeline.output import OutputExistsError, prepare_output
+from pipeline.planning import Plan, PlanError, make_plan
+from pipeline.publish import problems
+from pipeline.report import run_summary
+from pipeline.runners import make_pipeline, pipeline_options
+from pipeline.version_store import VersionPublication, latest_version
+from transforms.outcomes import counter
+
+_LOG = logging.getLogger("pipeline.refresh")
+# Settings that differ between versions by construction, or are derived from the listing.
+_NOT_SETTINGS = ("output", "overwrite", "planned_shards", "planned_split_bytes")
+
+
+def parser() -> argparse.ArgumentParser:
+    return make_parser("python -m pipeline refresh",
+                       "Publish a new version of a dataset: convert into OUTPUT/<UTC timestamp>/, then point "
+                       "OUTPUT/LATEST at it, only if the run succeeded; unchanged input is skipped.", REFRESH_FLAGS)
+
+
+def _settings(options: dict) -> str:
+    return json.dumps({k: v for k, v in options.items() if k not in _NOT_SETTINGS}, sort_keys=True, default=str)
+
+
+def unchanged_since(root: str, version: str, plan: Plan, config: Config) -> str | None:
+    """Why no new version is needed (a message), or None when one is."""
+    try:
+        previous = read_manifest(join(root, version), storage.read_text)
+    except ManifestError as e:  # missing or unreadable: LATEST names a version we cannot compare with
+        _LOG.warning("cannot use the manifest of the version LATEST names (%s): refreshing", e)
+        return None
+    if previous.listing is None or previous.listing.fingerprint != plan.listing.fingerprint:
+        return None
+    if _settings(previous.options) != _settings(json.loads(json.dumps(to_dict(config), default=str))):
+        _LOG.info("the input is unchanged but the settings differ from version %s: refreshing", version)
+        return None
+    return (f"nothing changed: the input listing ({plan.listing.files} file(s), fingerprint "
+            f"{plan.listing.fingerprint[:12]}) and the settings are those of version {version} "
+            f"({root}/LATEST); no new version written")
+
+
+def _report_unchanged(message: str) -> None:
+    counter("refresh_unchanged").inc()
+    _LOG.info("%s", message)
+
+
+def _stage_unchanged_job(beam_args: list[str], message: str) -> None:
+    """A Flex Template launch must stage a job (the launcher fails without one): a one-step job
+    that only reports the skip, touching no data."""
+    p = make_pipeline(pipeline_options(beam_args))
+    _ = p | "NothingChanged" >> beam.Create([message]) | "Report" >> beam.Map(_report_unchanged)
+    p.run()
+
+
+def _run(plan: Plan, config: Config, beam_args: list[str], publication: VersionPublication, previous: str | None) -> int:
+    """Runs the conversion into the new version; cleans up and reports when it fails."""
+    root = publication.root
+    started = time.monotonic()
+    try:
+        manifest = run_job(plan, config, beam_args, publication)
+    except BaseException as e:  # clean up, then report or re-raise
+        try:
+            rejected = publication.clean_up_failed()
+        except Exception:  # report the run's failure, not the clean-up's
+            _LOG.exception("could not clean up %s (LATEST does not name it)", publication.folder)
+            rejected = None
+        if not isinstance(e, Exception):
+            raise
+        for problem in problems(plan, rejected) if rejected else [f"the job failed: {e}"]:
+            _LOG.error("%s", problem)
+        _LOG.error("refresh failed; %s/LATEST still names %s", root, previous or "nothing")
+        return 1
+    if manifest is None:
+        print(f"Refresh job staged: it converts into {plan.output} and, if the run passes its checks, "
+              f"points {root}/LATEST at {publication.version}")
+        return 0
+    print(run_summary(manifest, plan.output, time.monotonic() - started))
+    latest = latest_version(root)
+    if latest != publication.version:
+        _LOG.warning("%s/LATEST names %s, not this run's %s (a newer refresh published first)", root, latest,
+                     publication.version)
+    else:
+        print(f"Published version {publication.version}: {root}/LATEST -> {publication.version}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    args, beam_args = parser().parse_known_args(argv)
+    try:
+        if args.keep is not None and args.keep < 1:
+            raise ConfigError("--keep must be at least 1")
+        config = load_config(args.config, config_overrides(args))
+        if not config.output:
+            raise ConfigError("refresh needs --output ROOT (the folder that holds the versions and LATEST)")
+        root = storage.absolute(config.output).rstrip("/")
+        publication = VersionPublication(root, new_version(), args.keep)
+        config = dataclasses.replace(config, output=publication.folder, overwrite=False)
+        plan = make_plan(config)
+        previous = latest_version(root)
+        message = unchanged_since(root, previous, plan, config) if previous else None
+        if message:
+            print(message)
+            if stages_only(pipeline_options(beam_args)):
+                _stage_unchanged_job(beam_args, message)
+            return 0
+        prepare_output(plan.output, overwrite=False)  # a version folder is always new
+    except (ConfigError, PlanError, OutputExistsError, LatestPointerError) as e:
+        _LOG.error("%s", e)
+        return 2
+    _LOG.info("refreshing %s: version %s from %d listed file(s) of %s (LATEST: %s)", root, publication.version,
+              plan.listing.files, plan.input, previous or "none")
+    return _run(plan, config, beam_args, publication, previous)

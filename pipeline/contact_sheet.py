@@ -1,0 +1,106 @@
+"""`inspect --contact_sheet`: a grid of sample images, each captioned with its label and
+dimensions, so a person can see at a glance that the labels match the pictures."""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+
+from PIL import Image, ImageDraw, ImageFont
+
+from pipeline import storage
+from pipeline.contract.layout import join
+from pipeline.contract.manifest import Manifest
+from pipeline.tfrecord_reader import read_records
+from pipeline.verify import import_tensorflow, rows_of
+
+_LOG = logging.getLogger(__name__)
+
+# Every tile is TILE_WIDTH x TILE_HEIGHT (image area + caption), tiles laid out in grid_shape(n)
+# with no margins, so the sheet's size tells how many slots it has.
+THUMBNAIL = 160
+CAPTION_HEIGHT = 34
+TILE_WIDTH, TILE_HEIGHT = THUMBNAIL, THUMBNAIL + CAPTION_HEIGHT
+SHEET_BACKGROUND = (255, 255, 255)
+TILE_BACKGROUND = (32, 32, 32)
+
+
+class ContactSheetError(ValueError):
+    """The dataset has nothing to show (not an image dataset, or no records)."""
+
+
+def grid_shape(n: int) -> tuple[int, int]:
+    """(columns, rows) of a contact sheet of n tiles: as square as possible."""
+    columns = max(1, math.ceil(math.sqrt(n)))
+    return columns, max(1, math.ceil(n / columns))
+
+
+def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
+    """The first n records (shards are written in random order, so these are a random sample)
+    of the splits in manifest order, decoded: {image (uint8 HxWxC numpy), label, width, ...}."""
+    tf = import_tensorflow()
+    keys = manifest.image_keys
+    spec = {keys["encoded"]: tf.io.FixedLenFeature([], tf.string)}
+    if keys.get("label") in manifest.features:
+        spec[keys["label"]] = tf.io.FixedLenFeature([], tf.int64)
+    for role in ("filename", "format"):
+        if keys.get(role) in manifest.features:
+            spec[keys[role]] = tf.io.FixedLenFeature([], tf.string, default_value="")
+    samples = []
+    for split in manifest.splits.values():
+        for shard in split.shards:
+            for record, data in enumerate(read_records(join(dest, shard))):
+                row = rows_of(tf.io.parse_example([data], spec), 1)[0]
+                image = tf.io.decode_image(row[keys["encoded"]], channels=3, expand_animations=False).numpy()
+                label_id = int(row[keys["label"]]) if keys.get("label") in row else None
+                samples.append({
+                    "image": image, "label_id": label_id, "split": split.name, "shard": shard, "record": record,
+                    "label": manifest.label_map[label_id] if label_id is not None and 0 <= label_id < len(manifest.label_map) else "?",
+                    "height": image.shape[0], "width": image.shape[1],
+                    "format": row.get(keys.get("format"), b"").decode("utf-8", "replace"),
+                })
+                if len(samples) >= n:
+                    return samples
+    return samples
+
+
+def contact_sheet(samples: list[dict]):
+    """A PIL image: one TILE_WIDTH x TILE_HEIGHT tile per sample (thumbnail over a caption with
+    'id class' and 'WxH format'), grid_shape(len(samples)) tiles, unused slots left blank."""
+
+    columns, rows = grid_shape(len(samples))
+    sheet = Image.new("RGB", (columns * TILE_WIDTH, rows * TILE_HEIGHT), SHEET_BACKGROUND)
+    draw = ImageDraw.Draw(sheet)
+    try:
+        font = ImageFont.load_default(size=12)
+    except TypeError:  # Pillow without FreeType sizes
+        font = ImageFont.load_default()
+    for i, sample in enumerate(samples):
+        x, y = (i % columns) * TILE_WIDTH, (i // columns) * TILE_HEIGHT
+        draw.rectangle([x + 1, y + 1, x + TILE_WIDTH - 2, y + TILE_HEIGHT - 2], fill=TILE_BACKGROUND)
+        thumbnail = Image.fromarray(sample["image"]).convert("RGB")
+        scale = (THUMBNAIL - 8) / max(thumbnail.width, thumbnail.height)  # small images are enlarged too
+        thumbnail = thumbnail.resize((max(1, round(thumbnail.width * scale)), max(1, round(thumbnail.height * scale))),
+                                     Image.Resampling.LANCZOS if scale < 1 else Image.Resampling.NEAREST)
+        sheet.paste(thumbnail, (x + (TILE_WIDTH - thumbnail.width) // 2, y + (THUMBNAIL - thumbnail.height) // 2))
+        label = f"{sample['label_id']} {sample['label']}" if sample["label_id"] is not None else "(no label)"
+        size = f"{sample['width']}x{sample['height']} {sample['format']}".strip()
+        draw.text((x + 4, y + THUMBNAIL + 2), label[:26], fill=(255, 255, 255), font=font)
+        draw.text((x + 4, y + THUMBNAIL + 17), size[:26], fill=(190, 190, 190), font=font)
+    return sheet
+
+
+def write_contact_sheet(dest: str, manifest: Manifest, path: str, n: int) -> int:
+    """Write the PNG (local or gs://); returns the number of tiles."""
+    if not manifest.is_image_dataset or "encoded" not in manifest.image_keys:
+        raise ContactSheetError(f"a contact sheet needs an image dataset; this one is {manifest.kind!r}")
+    samples = sample_images(dest, manifest, n)
+    if len(samples) < n:
+        _LOG.warning("the dataset has only %d record(s); the sheet shows them all", len(samples))
+    if not samples:
+        raise ContactSheetError("the dataset holds no records to show")
+    buffer = io.BytesIO()
+    contact_sheet(samples).save(buffer, format="PNG")
+    storage.write_bytes(path, buffer.getvalue(), mime_type="image/png")
+    return len(samples)

@@ -1,0 +1,83 @@
+"""The flags of the conversion commands, as data: one table builds the argparse parsers of
+`convert` and `refresh` and the Flex Template metadata (pipeline.dataflow.flex_template), so a
+template always takes exactly the flags the command does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pipeline.contract.manifest import KINDS
+
+_SHARDING_KEYS = ("num_shards", "reader_hosts", "target_shard_mib")
+
+
+def split_fractions(text: str) -> dict[str, float]:
+    """'train=0.8,validation=0.2' -> {'train': 0.8, 'validation': 0.2}"""
+    try:
+        return {name.strip(): float(value) for name, value in (part.split("=") for part in text.split(","))}
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected name=fraction,... got {text!r}") from e
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """One `--name` flag. `switch`: a bare flag that sets True (a "true|false" template parameter)."""
+
+    name: str
+    help: str
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] = ()
+    switch: bool = False
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        if self.switch:
+            parser.add_argument(f"--{self.name}", action="store_true", default=None, help=self.help)
+        else:
+            parser.add_argument(f"--{self.name}", type=self.type, choices=self.choices or None, help=self.help)
+
+
+CONVERT_FLAGS = (
+    Flag("input", "folder of class folders, image CSV, or CSV file pattern (local or gs://); "
+                  "default: the bundled sample"),
+    Flag("output", "dataset folder (local or gs://); default: output/sample[_KIND]"),
+    Flag("kind", "images (class folders, the default), image_csv, or csv (tabular)", choices=KINDS),
+    Flag("config", "YAML file of settings (see configs/); flags override it"),
+    Flag("splits", "split fractions, e.g. train=0.8,validation=0.2", type=split_fractions),
+    Flag("num_shards", "shards per split (overrides the computed count)", type=int),
+    Flag("reader_hosts", "hosts that will read the data (>= shards_per_host shards each)", type=int),
+    Flag("target_shard_mib", "target shard size in MiB (default 128)", type=float),
+    Flag("max_error_fraction", "fail the run (exit 1, after writing the report) above this fraction of bad "
+                               "sources (default 0.01)", type=float),
+    Flag("overwrite", "replace a dataset already in --output", switch=True),
+)
+_REFRESH_HELP = {
+    "output": "ROOT: the folder (local or gs://) that holds the versions and LATEST",
+    "overwrite": "no effect: a refresh always writes a new version folder",
+}
+REFRESH_FLAGS = (
+    *(dataclasses.replace(f, help=_REFRESH_HELP.get(f.name, f.help)) for f in CONVERT_FLAGS),
+    Flag("keep", "retention: keep the newest KEEP versions (never deleting the one LATEST names); "
+                 "default: keep all", type=int),
+)
+COMMAND_FLAGS = {"convert": CONVERT_FLAGS, "refresh": REFRESH_FLAGS}
+
+
+def make_parser(prog: str, description: str, flags: Iterable[Flag]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description,
+        epilog="Unrecognised flags are passed to Apache Beam (e.g. --runner DataflowRunner).")
+    for flag in flags:
+        flag.add_to(parser)
+    return parser
+
+
+def config_overrides(args: argparse.Namespace) -> dict:
+    """The conversion flags that were given, shaped like the YAML config."""
+    given = {f.name: getattr(args, f.name) for f in CONVERT_FLAGS if f.name != "config"}
+    flat = {name: value for name, value in given.items() if value is not None}
+    sharding = {key: flat.pop(key) for key in _SHARDING_KEYS if key in flat}
+    return {**flat, **({"sharding": sharding} if sharding else {})}

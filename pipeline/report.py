@@ -1,0 +1,87 @@
+"""What a person reads about a dataset: the summary at the end of a run, and `inspect`'s account
+of a dataset with the first reasons from its error reports."""
+
+from __future__ import annotations
+
+import json
+
+from pipeline import storage
+from pipeline.contract.layout import join
+from pipeline.contract.manifest import Counts, Manifest
+
+FIRST_ERRORS_SHOWN = 5
+
+
+def _counts_text(c: Counts) -> str:
+    return f"listed {c.listed}, written {c.written} (converted {c.converted}), skipped {c.skipped}, errors {c.errors}"
+
+
+def run_summary(manifest: Manifest, output: str, seconds: float) -> str:
+    """The summary `convert` and `refresh` print when the job has finished."""
+    c = manifest.counts
+    lines = [f"Dataset written to {output}"]
+    for split in manifest.splits.values():
+        lines.append(f"  {split.name:<12} {split.records:>9} records  {len(split.shards):>5} shard(s)  "
+                     f"{split.bytes / 1e6:9.1f} MB")
+    lines.append(f"  {_counts_text(c)}")
+    if c.errors:
+        by_stage = ", ".join(f"{stage} {n}" for stage, n in manifest.errors_by_stage.items())
+        lines.append(f"  errors by stage: {by_stage}; details in {', '.join(manifest.error_files)}")
+    rate = (c.listed - c.skipped) / seconds if seconds else 0.0
+    lines.append(f"  elapsed {seconds:.1f} s, {rate:.0f} sources/s")
+    return "\n".join(lines)
+
+
+def dataset_summary(dest: str, manifest: Manifest) -> str:
+    """`inspect`'s account of a dataset: splits, features, labels per split, source counts."""
+    m, c = manifest, manifest.counts
+    lines = [f"Dataset {dest}", f"  kind {m.kind}, created {m.created or '?'} by pipeline {m.package_version or '?'}, "
+             f"{m.compression} TFRecords of tf.train.Example"]
+    lines.append(f"  {'split':<12} {'records':>9} {'shards':>7} {'MB':>10}")
+    for s in m.splits.values():
+        lines.append(f"  {s.name:<12} {s.records:>9} {len(s.shards):>7} {s.bytes / 1e6:>10.1f}")
+    total = sum(s.records for s in m.splits.values())
+    lines.append(f"  {'total':<12} {total:>9} {sum(len(s.shards) for s in m.splits.values()):>7} "
+                 f"{sum(s.bytes for s in m.splits.values()) / 1e6:>10.1f}")
+    lines.append("  features:")
+    for f in m.features.values():
+        shape = f"[{','.join(map(str, f.shape))}]" if f.shape else ""
+        lines.append(f"    {f.name:<24} {f.dtype}{shape}{'' if f.required else '  (optional: some records lack it)'}")
+    if m.label_map:
+        splits = list(m.splits)
+        lines.append(f"  labels ({len(m.label_map)}):" + "".join(f" {name:>11}" for name in splits))
+        for i, label in enumerate(m.label_map):
+            counts = "".join(f" {m.splits[s].label_counts.get(label, 0):>11}" for s in splits)
+            lines.append(f"    {i:>3} {label:<16}{counts}")
+    budget = f"{100 * m.max_error_fraction:.2f}%{', EXCEEDED' if m.error_budget_exceeded else ''}"
+    lines.append(f"  sources: {_counts_text(c)} ({100 * m.error_fraction:.2f}%, budget {budget})")
+    if m.skipped_by_extension:
+        lines.append("  skipped by extension: " + ", ".join(f"{k or '(none)'} {v}" for k, v in m.skipped_by_extension.items()))
+    if m.errors_by_stage:
+        lines.append("  errors by stage: " + ", ".join(f"{k} {v}" for k, v in m.errors_by_stage.items()))
+    return "\n".join(lines)
+
+
+def first_errors(dest: str, manifest: Manifest, limit: int = FIRST_ERRORS_SHOWN) -> list[dict]:
+    """The first `limit` dead letters of the error reports."""
+    letters = []
+    for name in manifest.error_files:
+        text = storage.read_text(join(dest, name), errors="replace")
+        for line in (text or "").splitlines():
+            if line.strip():
+                try:
+                    letters.append(json.loads(line))
+                except json.JSONDecodeError:
+                    letters.append({"source": name, "stage": "?", "reason": f"unreadable line: {line.strip()[:80]}"})
+            if len(letters) >= limit:
+                return letters
+    return letters
+
+
+def errors_text(letters: list[dict], manifest: Manifest) -> str:
+    if not letters:
+        return ""
+    lines = [f"  first errors (of {manifest.counts.errors}, in {', '.join(manifest.error_files)}):"]
+    for d in letters:
+        lines.append(f"    [{d.get('stage', '?')}] {d.get('source', '?')}: {d.get('reason', '')}")
+    return "\n".join(lines)

@@ -1,0 +1,121 @@
+"""Reading a GZIP TFRecord shard back record by record, checking what TensorFlow's reader checks
+(the GZIP stream, each record's framing and both CRCs) but saying where a file breaks: the
+record number and the reason. Plain Python over pipeline.storage, so it runs without TensorFlow.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+
+import google_crc32c
+
+from pipeline import storage
+
+CHUNK_BYTES = 1 << 20
+
+
+class RecordError(Exception):
+    """A shard cannot be read past this point (GZIP or TFRecord framing broken)."""
+
+    def __init__(self, record: int, message: str):
+        super().__init__(message)
+        self.record, self.message = record, message
+
+
+def masked_crc32c(data) -> int:
+    """TFRecord's masked CRC-32C."""
+    crc = google_crc32c.value(bytes(data))
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def read_records(path: str) -> Iterator[bytes]:
+    """The payloads of a GZIP TFRecord file, checking the framing and both CRCs of each record.
+    Raises RecordError with the number (0-based) of the record where the file cannot be read on."""
+    stream = _GzipStream(path)
+    index = 0
+    try:
+        while True:
+            header = stream.read(12)
+            if not header:
+                stream.finish()
+                return
+            if len(header) < 12:
+                stream.finish()
+                raise RecordError(index, f"truncated: only {len(header)} of the 12 header bytes")
+            length, length_crc = struct.unpack("<QI", header)
+            if masked_crc32c(header[:8]) != length_crc:
+                raise RecordError(index, "length CRC mismatch (corrupt framing)")
+            body = stream.read(length + 4)
+            if len(body) < length + 4:
+                stream.finish()
+                raise RecordError(index, f"truncated: {len(body)} of {length + 4} bytes of data and CRC")
+            data, (data_crc,) = body[:length], struct.unpack("<I", body[length:])
+            if masked_crc32c(data) != data_crc:
+                raise RecordError(index, "data CRC mismatch (corrupt record)")
+            yield data
+            index += 1
+    except RecordError as e:
+        if e.record < 0:  # from the GZIP layer: name the record being read
+            raise RecordError(index, e.message) from None
+        raise
+
+
+class _GzipStream:
+    """Exact-size reads over the decompressed bytes of a shard."""
+
+    def __init__(self, path: str):
+        self._chunks = _gunzip(path)
+        self._buffer = bytearray()
+        self._pos = 0
+
+    def read(self, n: int) -> bytes:
+        while len(self._buffer) - self._pos < n:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            if self._pos:
+                del self._buffer[:self._pos]
+                self._pos = 0
+            self._buffer += chunk
+        out = bytes(self._buffer[self._pos:self._pos + n])
+        self._pos += len(out)
+        return out
+
+    def finish(self) -> None:
+        """At the end of the records: the GZIP stream must have ended cleanly too."""
+        for _ in self._chunks:
+            pass
+
+
+def _gunzip(path: str) -> Iterator[bytes]:
+    """Decompressed chunks of a (possibly multi-member) GZIP file; RecordError(-1) if corrupt or
+    cut short. The record number is filled in by the reader."""
+    with storage.open_binary(path) as f:
+        decompressor, pending, read = zlib.decompressobj(wbits=31), b"", 0
+        while True:
+            if not pending:
+                pending = f.read(CHUNK_BYTES)
+                read += len(pending)
+                if not pending:
+                    break
+            try:
+                out = decompressor.decompress(pending)
+            except zlib.error as e:
+                raise RecordError(-1, f"corrupt GZIP data (within the first {read} bytes): {e}") from e
+            if out:
+                yield out
+            if decompressor.eof:  # end of a member: another may follow
+                pending = decompressor.unused_data
+                decompressor = zlib.decompressobj(wbits=31) if pending else None
+                if decompressor is None:
+                    pending = f.read(CHUNK_BYTES)
+                    read += len(pending)
+                    if not pending:
+                        return
+                    decompressor = zlib.decompressobj(wbits=31)
+            else:
+                pending = b""
+        if not decompressor.eof:
+            raise RecordError(-1, f"the GZIP stream ends early after {read} bytes (file truncated)")

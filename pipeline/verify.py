@@ -1,0 +1,211 @@
+"""`inspect --verify`: read every record of a dataset and check it against its manifest.
+
+Per record: the GZIP stream, the TFRecord framing and both CRCs (pipeline.tfrecord_reader),
+parsing against the manifest's feature spec, and for image datasets decoding the image and
+comparing it with its recorded dimensions and label. Then the record counts per split (and per
+label) against the manifest, stray shard files, and the error reports. TensorFlow parses and
+decodes; it is imported only when a verification runs.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import logging
+import os
+
+from pipeline import storage
+from pipeline.contract.features import parse_spec
+from pipeline.contract.layout import RECORD_FILES, join
+from pipeline.contract.manifest import Manifest
+from pipeline.tfrecord_reader import RecordError, read_records
+
+_LOG = logging.getLogger(__name__)
+
+PARSE_BATCH = 128
+
+
+def import_tensorflow():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    return tf
+
+
+@dataclasses.dataclass
+class Verification:
+    problems: list[str] = dataclasses.field(default_factory=list)
+    records: dict[str, int] = dataclasses.field(default_factory=dict)  # per split
+    shard_records: dict[str, int] = dataclasses.field(default_factory=dict)  # per shard file
+    labels: dict[str, collections.Counter] = dataclasses.field(default_factory=dict)  # per split
+
+    def problem(self, text: str) -> None:
+        _LOG.debug("problem: %s", text)
+        self.problems.append(text)
+
+
+class _ImageChecker:
+    """Per record of an image dataset: the image decodes, its size matches its recorded height,
+    width and channels, and its label id and text agree with the label map."""
+
+    def __init__(self, manifest: Manifest):
+        self.keys = manifest.image_keys
+        self.label_map = manifest.label_map
+
+    def check(self, tf, example: dict) -> tuple[str | None, str | None]:
+        """(problem or None, class name or None) for one parsed example (numpy values)."""
+        keys = self.keys
+        label = None
+        if keys.get("label") in example:
+            label_id = int(example[keys["label"]])
+            if not 0 <= label_id < len(self.label_map):
+                return f"label id {label_id} is outside the label map (0..{len(self.label_map) - 1})", None
+            label = self.label_map[label_id]
+            text = example.get(keys.get("text"))
+            if text is not None and text.decode("utf-8", "replace") != label:
+                return f"label text {text!r} does not match label id {label_id} ({label!r})", label
+        encoded = example.get(keys.get("encoded"))
+        if encoded is None:
+            return "no encoded image", label
+        try:
+            shape = tf.io.decode_image(encoded, expand_animations=False).shape
+        except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as e:
+            return f"image does not decode: {e.message.splitlines()[0] if e.message else type(e).__name__}", label
+        for role, actual in (("height", shape[0]), ("width", shape[1]), ("channels", shape[2])):
+            if keys.get(role) in example and int(example[keys[role]]) != actual:
+                if role == "channels":
+                    continue  # a decoder may add/drop alpha; height and width must match exactly
+                return f"decoded {role} {actual} differs from the recorded {int(example[keys[role]])}", label
+        return None, label
+
+
+def _verify_batch(tf, spec, batch, shard_name, split, result: Verification, image_checker):
+    """Parse a batch of (record number, bytes); on failure find the failing records one by one."""
+    serialized = [data for _, data in batch]
+    try:
+        parsed = tf.io.parse_example(serialized, spec)
+        rows = rows_of(parsed, len(batch))
+    except tf.errors.InvalidArgumentError:
+        rows = []
+        for index, data in batch:
+            try:
+                rows.append(rows_of(tf.io.parse_example([data], spec), 1)[0])
+            except tf.errors.InvalidArgumentError as e:
+                result.problem(f"{shard_name}: record {index}: does not parse against the feature spec: "
+                               f"{e.message.splitlines()[0]}")
+                rows.append(None)
+    for (index, _), row in zip(batch, rows):
+        if row is None or image_checker is None:
+            continue
+        problem, label = image_checker.check(tf, row)
+        if problem:
+            result.problem(f"{shard_name}: record {index}: {problem}")
+        if label is not None:
+            result.labels.setdefault(split, collections.Counter())[label] += 1
+
+
+def rows_of(parsed: dict, n: int) -> list[dict]:
+    """Parsed batch -> one {key: numpy value} per record (optional features only where present)."""
+    rows = [{} for _ in range(n)]
+    for key, value in parsed.items():
+        if hasattr(value, "indices"):  # SparseTensor of an optional feature
+            for (row, _), v in zip(value.indices.numpy(), value.values.numpy()):
+                rows[row].setdefault(key, v)
+        else:
+            for row, v in enumerate(value.numpy()):
+                rows[row][key] = v
+    return rows
+
+
+def verify(dest: str, manifest: Manifest) -> Verification:
+    tf = import_tensorflow()
+    result = Verification()
+    spec = parse_spec(manifest.features.values(), tf)
+    image_checker = _ImageChecker(manifest) if manifest.is_image_dataset and manifest.image_keys else None
+    if not manifest.counts.reconciles():
+        c = manifest.counts
+        result.problem(f"manifest: counts do not add up: listed {c.listed} != written {c.written} + skipped "
+                       f"{c.skipped} + errors {c.errors} (or converted {c.converted} > written)")
+    for split in manifest.splits.values():
+        result.records[split.name] = 0
+        totals = {_total_of(s) for s in split.shards}
+        if split.shards and (len(totals) > 1 or not totals <= {None, len(split.shards)}):
+            result.problem(f"split {split.name}: the manifest lists {len(split.shards)} shard(s) whose names say otherwise "
+                           f"({', '.join(split.shards[:3])}{', ...' if len(split.shards) > 3 else ''})")
+        for shard in split.shards:
+            path = join(dest, shard)
+            if not storage.exists(path):
+                result.problem(f"{shard}: listed in the manifest but missing")
+                result.shard_records[shard] = 0
+                continue
+            count, batch = 0, []
+            try:
+                for data in read_records(path):
+                    batch.append((count, data))
+                    count += 1
+                    if len(batch) >= PARSE_BATCH:
+                        _verify_batch(tf, spec, batch, shard, split.name, result, image_checker)
+                        batch = []
+            except RecordError as e:
+                result.problem(f"{shard}: record {e.record}: {e.message}")
+            except OSError as e:
+                result.problem(f"{shard}: cannot read: {type(e).__name__}: {e}")
+            if batch:
+                _verify_batch(tf, spec, batch, shard, split.name, result, image_checker)
+            result.shard_records[shard] = count
+            result.records[split.name] += count
+            _LOG.info("read %s: %d record(s)", shard, count)
+        if result.records[split.name] != split.records:
+            per_shard = ", ".join(f"{s}: {result.shard_records.get(s, 0)}" for s in split.shards)
+            result.problem(f"split {split.name}: the manifest says {split.records} records, the shards hold "
+                           f"{result.records[split.name]} ({per_shard})")
+        if image_checker is not None and split.label_counts:
+            found = result.labels.get(split.name, collections.Counter())
+            for label in sorted(set(split.label_counts) | set(found)):
+                if split.label_counts.get(label, 0) != found.get(label, 0):
+                    result.problem(f"split {split.name}: label {label!r}: the manifest says {split.label_counts.get(label, 0)} "
+                                   f"records, the shards hold {found.get(label, 0)}")
+    _check_stray_shards(dest, manifest, result)
+    _check_error_files(dest, manifest, result)
+    return result
+
+
+def _total_of(shard: str) -> int | None:
+    """NNNNN of a shard name, or None for another name."""
+    parsed = RECORD_FILES.parse(shard)
+    return parsed.total if parsed else None
+
+
+def _check_stray_shards(dest: str, manifest: Manifest, result: Verification) -> None:
+    listed = {s for split in manifest.splits.values() for s in split.shards}
+    for split in manifest.splits:
+        try:
+            matches = storage.match(join(dest, RECORD_FILES.glob(split)))
+        except Exception:  # a listing failure is not a data problem
+            continue
+        for m in matches:
+            name = storage.basename(m.path)
+            if name not in listed:
+                result.problem(f"{name}: a shard file of split {split} that the manifest does not list")
+
+
+def _check_error_files(dest: str, manifest: Manifest, result: Verification) -> None:
+    lines = 0
+    for name in manifest.error_files:
+        text = storage.read_text(join(dest, name), errors="replace")
+        if text is None:
+            result.problem(f"{name}: error report listed in the manifest but missing")
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            lines += 1
+            try:
+                letter = json.loads(line)
+                if not isinstance(letter, dict) or not all(k in letter for k in ("source", "stage", "reason")):
+                    raise ValueError("missing source/stage/reason")
+            except ValueError as e:
+                result.problem(f"{name}: line {number}: not a dead letter ({e})")
+    if manifest.error_files and lines != manifest.counts.errors:
+        result.problem(f"error reports hold {lines} dead letter(s), the manifest counts {manifest.counts.errors} errors")
