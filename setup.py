@@ -1,12 +1,14 @@
 """Packaging. Also the `--setup_file` Dataflow workers install: worker dependencies only, so no
 TensorFlow on workers (the `test` and `bench` extras are for developers)."""
 
-import re
 import pathlib
+import re
 
 import setuptools
 
-VERSION = re.search(r'__version__ = "([^"]+)"', pathlib.Path(__file__).with_name("pipeline").joinpath("__init__.py").read_text()).group(1)
+VERSION = re.search(
+    r'__version__ = "([^"]+)"', pathlib.Path(__file__).with_name("pipeline").joinpath("__init__.py").read_text()
+).group(1)
 
 setuptools.setup(
     name="tfrecord-pipeline",
@@ -21,7 +23,7 @@ setuptools.setup(
         "pyyaml>=6",
     ],
     extras_require={
-        "test": ["tensorflow==2.21.0", "pytest>=8", "gcp-storage-emulator>=2024.8"],
+        "test": ["tensorflow==2.21.0", "pytest>=8", "gcp-storage-emulator>=2024.8", "ruff==0.17.6"],
         "bench": ["tensorflow==2.21.0", "scikit-image>=0.24"],
     },
 )

@@ -34,32 +34,44 @@ def _image_records(p, plan: Plan, config: Config) -> Outcomes:
         listed = p | "ListClassFolders" >> ListClassFolders(plan.input, config.image.extensions, fractions)
     else:
         c = config.image_csv
-        listed = p | "ReadImageCsv" >> ReadImageCsv(plan.input, c.uri_column, c.label_column, c.split_column, fractions,
-                                                        tuple(plan.shards))
-    read = (listed.sources
-            # Permute the (small) source references before anything heavy is read: the records are
-            # then born in random order, so every shard is a random mix of the listing.
-            | "PermuteSources" >> PermuteOrder(plan.permute_buckets)
-            | "SpreadReads" >> beam.Reshuffle()
-            | "BatchSources" >> beam.BatchElements(min_batch_size=config.image.read_batch,
-                                                      max_batch_size=config.image.read_batch)
-            | "ReadImages" >> beam.ParDo(ReadImages(plan.label_map, config.image_keys, config.image.max_pixels,
-                                                    config.image.read_threads))
-            .with_outputs(DEAD_LETTERS, main="records"))
+        listed = p | "ReadImageCsv" >> ReadImageCsv(
+            plan.input, c.uri_column, c.label_column, c.split_column, fractions, tuple(plan.shards)
+        )
+    read = (
+        listed.sources
+        # Permute the (small) source references before anything heavy is read: the records are
+        # then born in random order, so every shard is a random mix of the listing.
+        | "PermuteSources" >> PermuteOrder(plan.permute_buckets)
+        | "SpreadReads" >> beam.Reshuffle()
+        | "BatchSources"
+        >> beam.BatchElements(min_batch_size=config.image.read_batch, max_batch_size=config.image.read_batch)
+        | "ReadImages"
+        >> beam.ParDo(
+            ReadImages(plan.label_map, config.image_keys, config.image.max_pixels, config.image.read_threads)
+        ).with_outputs(DEAD_LETTERS, main="records")
+    )
     return Outcomes(read.records, listed.skipped, [listed.dead_letters, read.dead_letters])
 
 
 def _tabular_records(p, plan: Plan, config: Config) -> Outcomes:
-    rows = (p
-            | "MatchCsvFiles" >> fileio.MatchFiles(plan.input)
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "ReadCsvRows" >> beam.ParDo(ReadCsvRows(_pattern_root(plan.input), plan.columns, config.split_fractions))
-            .with_outputs(DEAD_LETTERS, main="rows"))
+    rows = (
+        p
+        | "MatchCsvFiles" >> fileio.MatchFiles(plan.input)
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "ReadCsvRows"
+        >> beam.ParDo(ReadCsvRows(_pattern_root(plan.input), plan.columns, config.split_fractions)).with_outputs(
+            DEAD_LETTERS, main="rows"
+        )
+    )
     schema = rows.rows | "InferSchema" >> beam.CombineGlobally(InferSchema(plan.columns, config.csv.schema))
-    encoded = (rows.rows
-               | "PermuteRows" >> PermuteOrder(plan.permute_buckets)
-               | "EncodeRows" >> beam.ParDo(EncodeRows(plan.columns), beam.pvalue.AsSingleton(schema))
-               .with_outputs(DEAD_LETTERS, main="records"))
+    encoded = (
+        rows.rows
+        | "PermuteRows" >> PermuteOrder(plan.permute_buckets)
+        | "EncodeRows"
+        >> beam.ParDo(EncodeRows(plan.columns), beam.pvalue.AsSingleton(schema)).with_outputs(
+            DEAD_LETTERS, main="records"
+        )
+    )
     skipped = p | "NothingSkipped" >> beam.Create([])
     return Outcomes(encoded.records, skipped, [rows.dead_letters, encoded.dead_letters], schema)
 
@@ -79,15 +91,24 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
     written_files = outcomes.records | "WriteSplits" >> WriteSplits(plan.output, plan.shards)
     dead_letters = outcomes.dead_letters | "AllDeadLetters" >> beam.Flatten()
     error_files = dead_letters | "WriteDeadLetters" >> WriteDeadLetters(plan.output)
-    summary = ((outcomes.records | "Counted" >> beam.Map(written), outcomes.skipped, dead_letters)
-               | "AllOutcomes" >> beam.Flatten()
-               | "Summarize" >> beam.CombineGlobally(SummarizeOutcomes()))
+    summary = (
+        (outcomes.records | "Counted" >> beam.Map(written), outcomes.skipped, dead_letters)
+        | "AllOutcomes" >> beam.Flatten()
+        | "Summarize" >> beam.CombineGlobally(SummarizeOutcomes())
+    )
     shard_files = list(written_files.values()) | "AllShardFiles" >> beam.Flatten()
     schema_side = beam.pvalue.AsSingleton(outcomes.schema) if outcomes.schema is not None else None
-    _ = (p
-         | "PublishTrigger" >> beam.Create([None])
-         | "PublishManifest" >> beam.ParDo(
-             PublishManifest(plan, RunSettings(to_dict(config), config.image_keys, config.max_error_fraction),
-                             publication),
-             beam.pvalue.AsSingleton(summary), beam.pvalue.AsList(shard_files), beam.pvalue.AsList(error_files),
-             schema_side))
+    _ = (
+        p
+        | "PublishTrigger" >> beam.Create([None])
+        | "PublishManifest"
+        >> beam.ParDo(
+            PublishManifest(
+                plan, RunSettings(to_dict(config), config.image_keys, config.max_error_fraction), publication
+            ),
+            beam.pvalue.AsSingleton(summary),
+            beam.pvalue.AsList(shard_files),
+            beam.pvalue.AsList(error_files),
+            schema_side,
+        )
+    )

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 
@@ -18,8 +19,11 @@ from transforms.splits import check_split_name
 from transforms.tabular import DECLARABLE_TYPES
 
 SAMPLE_DIR = pathlib.Path(__file__).resolve().parent.parent / "sample"
-SAMPLE_INPUTS = {"images": SAMPLE_DIR / "images", "image_csv": SAMPLE_DIR / "images.csv",
-                 "csv": SAMPLE_DIR / "tabular" / "*.csv*"}
+SAMPLE_INPUTS = {
+    "images": SAMPLE_DIR / "images",
+    "image_csv": SAMPLE_DIR / "images.csv",
+    "csv": SAMPLE_DIR / "tabular" / "*.csv*",
+}
 SAMPLE_OUTPUTS = {"images": "output/sample", "image_csv": "output/sample_image_csv", "csv": "output/sample_csv"}
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 
@@ -75,7 +79,9 @@ class Config:
             raise ConfigError("image.read_threads and image.read_batch must be >= 1")
         unknown_roles = set(self.image.keys) - set(DEFAULT_IMAGE_KEYS)
         if unknown_roles:
-            raise ConfigError(f"image.keys: unknown roles {sorted(unknown_roles)}; roles are {sorted(DEFAULT_IMAGE_KEYS)}")
+            raise ConfigError(
+                f"image.keys: unknown roles {sorted(unknown_roles)}; roles are {sorted(DEFAULT_IMAGE_KEYS)}"
+            )
         bad_types = {c: t for c, t in self.csv.schema.items() if t not in DECLARABLE_TYPES}
         if bad_types:
             raise ConfigError(f"csv.schema: types must be one of {DECLARABLE_TYPES}, got {bad_types}")

@@ -54,12 +54,21 @@ def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
                 row = rows_of(tf.io.parse_example([data], spec), 1)[0]
                 image = tf.io.decode_image(row[keys["encoded"]], channels=3, expand_animations=False).numpy()
                 label_id = int(row[keys["label"]]) if keys.get("label") in row else None
-                samples.append({
-                    "image": image, "label_id": label_id, "split": split.name, "shard": shard, "record": record,
-                    "label": manifest.label_map[label_id] if label_id is not None and 0 <= label_id < len(manifest.label_map) else "?",
-                    "height": image.shape[0], "width": image.shape[1],
-                    "format": row.get(keys.get("format"), b"").decode("utf-8", "replace"),
-                })
+                samples.append(
+                    {
+                        "image": image,
+                        "label_id": label_id,
+                        "split": split.name,
+                        "shard": shard,
+                        "record": record,
+                        "label": manifest.label_map[label_id]
+                        if label_id is not None and 0 <= label_id < len(manifest.label_map)
+                        else "?",
+                        "height": image.shape[0],
+                        "width": image.shape[1],
+                        "format": row.get(keys.get("format"), b"").decode("utf-8", "replace"),
+                    }
+                )
                 if len(samples) >= n:
                     return samples
     return samples
@@ -81,8 +90,10 @@ def contact_sheet(samples: list[dict]):
         draw.rectangle([x + 1, y + 1, x + TILE_WIDTH - 2, y + TILE_HEIGHT - 2], fill=TILE_BACKGROUND)
         thumbnail = Image.fromarray(sample["image"]).convert("RGB")
         scale = (THUMBNAIL - 8) / max(thumbnail.width, thumbnail.height)  # small images are enlarged too
-        thumbnail = thumbnail.resize((max(1, round(thumbnail.width * scale)), max(1, round(thumbnail.height * scale))),
-                                     Image.Resampling.LANCZOS if scale < 1 else Image.Resampling.NEAREST)
+        thumbnail = thumbnail.resize(
+            (max(1, round(thumbnail.width * scale)), max(1, round(thumbnail.height * scale))),
+            Image.Resampling.LANCZOS if scale < 1 else Image.Resampling.NEAREST,
+        )
         sheet.paste(thumbnail, (x + (TILE_WIDTH - thumbnail.width) // 2, y + (THUMBNAIL - thumbnail.height) // 2))
         label = f"{sample['label_id']} {sample['label']}" if sample["label_id"] is not None else "(no label)"
         size = f"{sample['width']}x{sample['height']} {sample['format']}".strip()

@@ -41,8 +41,9 @@ class Flag:
 
 
 CONVERT_FLAGS = (
-    Flag("input", "folder of class folders, image CSV, or CSV file pattern (local or gs://); "
-                  "default: the bundled sample"),
+    Flag(
+        "input", "folder of class folders, image CSV, or CSV file pattern (local or gs://); default: the bundled sample"
+    ),
     Flag("output", "dataset folder (local or gs://); default: output/sample[_KIND]"),
     Flag("kind", "images (class folders, the default), image_csv, or csv (tabular)", choices=KINDS),
     Flag("config", "YAML file of settings (see configs/); flags override it"),
@@ -50,8 +51,11 @@ CONVERT_FLAGS = (
     Flag("num_shards", "shards per split (overrides the computed count)", type=int),
     Flag("reader_hosts", "hosts that will read the data (>= shards_per_host shards each)", type=int),
     Flag("target_shard_mib", "target shard size in MiB (default 128)", type=float),
-    Flag("max_error_fraction", "fail the run (exit 1, after writing the report) above this fraction of bad "
-                               "sources (default 0.01)", type=float),
+    Flag(
+        "max_error_fraction",
+        "fail the run (exit 1, after writing the report) above this fraction of bad sources (default 0.01)",
+        type=float,
+    ),
     Flag("overwrite", "replace a dataset already in --output", switch=True),
 )
 _REFRESH_HELP = {
@@ -60,16 +64,21 @@ _REFRESH_HELP = {
 }
 REFRESH_FLAGS = (
     *(dataclasses.replace(f, help=_REFRESH_HELP.get(f.name, f.help)) for f in CONVERT_FLAGS),
-    Flag("keep", "retention: keep the newest KEEP versions (never deleting the one LATEST names); "
-                 "default: keep all", type=int),
+    Flag(
+        "keep",
+        "retention: keep the newest KEEP versions (never deleting the one LATEST names); default: keep all",
+        type=int,
+    ),
 )
 COMMAND_FLAGS = {"convert": CONVERT_FLAGS, "refresh": REFRESH_FLAGS}
 
 
 def make_parser(prog: str, description: str, flags: Iterable[Flag]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=prog, description=description,
-        epilog="Unrecognised flags are passed to Apache Beam (e.g. --runner DataflowRunner).")
+        prog=prog,
+        description=description,
+        epilog="Unrecognised flags are passed to Apache Beam (e.g. --runner DataflowRunner).",
+    )
     for flag in flags:
         flag.add_to(parser)
     return parser

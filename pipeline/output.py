@@ -26,7 +26,9 @@ def prepare_output(output: str, overwrite: bool) -> None:
     if not existing:
         return
     if not overwrite:
-        raise OutputExistsError(f"{output} already holds a dataset ({len(existing)} file(s), e.g. "
-                                f"{storage.basename(existing[0])}); pass --overwrite to replace it")
+        raise OutputExistsError(
+            f"{output} already holds a dataset ({len(existing)} file(s), e.g. "
+            f"{storage.basename(existing[0])}); pass --overwrite to replace it"
+        )
     _LOG.info("deleting %d file(s) of the previous dataset in %s", len(existing), output)
     storage.delete(existing)

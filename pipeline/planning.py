@@ -58,14 +58,15 @@ def fingerprint(entries) -> str:
     """SHA-256 of the sorted (path, size, mtime) listing: equal fingerprints mean unchanged input."""
     digest = hashlib.sha256()
     for path, size, mtime in sorted(entries):
-        digest.update(f"{path}\t{size}\t{mtime}\n".encode("utf-8"))
+        digest.update(f"{path}\t{size}\t{mtime}\n".encode())
     return digest.hexdigest()
 
 
 def _listing(metadata, sources: int | None) -> Listing:
     entries = [(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in metadata]
-    return Listing(files=len(entries), bytes=sum(e[1] for e in entries), fingerprint=fingerprint(entries),
-                   sources=sources)
+    return Listing(
+        files=len(entries), bytes=sum(e[1] for e in entries), fingerprint=fingerprint(entries), sources=sources
+    )
 
 
 def _plan_class_folders(config: Config, root: str) -> PlannedInput:
@@ -80,11 +81,18 @@ def _plan_class_folders(config: Config, root: str) -> PlannedInput:
             labels.add(outcome.label)
             split_bytes[outcome.split] += m.size_in_bytes
     if not sources:
-        raise PlanError(f"no images in class folders below {root} ({len(metadata)} file(s) listed; "
-                        f"image extensions: {' '.join(config.image.extensions)})")
+        raise PlanError(
+            f"no images in class folders below {root} ({len(metadata)} file(s) listed; "
+            f"image extensions: {' '.join(config.image.extensions)})"
+        )
     # Every listed file is a source the job must account for (record, skip or dead letter).
-    return PlannedInput(tuple(sorted(labels)), (), split_bytes, _listing(metadata, len(metadata)),
-                        math.ceil(sources / SOURCES_PER_PERMUTE_BUCKET))
+    return PlannedInput(
+        tuple(sorted(labels)),
+        (),
+        split_bytes,
+        _listing(metadata, len(metadata)),
+        math.ceil(sources / SOURCES_PER_PERMUTE_BUCKET),
+    )
 
 
 def _plan_image_csv(config: Config, csv_uri: str) -> PlannedInput:
@@ -92,8 +100,11 @@ def _plan_image_csv(config: Config, csv_uri: str) -> PlannedInput:
     if not csv_metadata:
         raise PlanError(f"image CSV {csv_uri} not found")
     c = config.image_csv
-    outcomes = list(parse_image_csv(storage.text_lines(csv_uri), csv_uri, c.uri_column, c.label_column,
-                                    c.split_column, config.split_fractions))
+    outcomes = list(
+        parse_image_csv(
+            storage.text_lines(csv_uri), csv_uri, c.uri_column, c.label_column, c.split_column, config.split_fractions
+        )
+    )
     sources = [o for o in outcomes if isinstance(o, Source)]
     if not sources:
         raise PlanError(f"no image rows in {csv_uri}")
@@ -105,9 +116,13 @@ def _plan_image_csv(config: Config, csv_uri: str) -> PlannedInput:
     for s in sources:
         split_bytes[s.split] = split_bytes.get(s.split, 0) + (listed[s.uri].size_in_bytes if s.uri in listed else 0)
     referenced = [listed[s.uri] for s in sources if s.uri in listed]
-    return PlannedInput(tuple(sorted({s.label for s in sources})), (), split_bytes,
-                        _listing(csv_metadata + referenced, len(outcomes)),
-                        math.ceil(len(sources) / SOURCES_PER_PERMUTE_BUCKET))
+    return PlannedInput(
+        tuple(sorted({s.label for s in sources})),
+        (),
+        split_bytes,
+        _listing(csv_metadata + referenced, len(outcomes)),
+        math.ceil(len(sources) / SOURCES_PER_PERMUTE_BUCKET),
+    )
 
 
 def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
@@ -122,8 +137,9 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
         raise PlanError(f"csv.schema names columns the data lacks: {sorted(undeclared)} (header: {list(columns)})")
     total = sum(m.size_in_bytes for m in metadata)
     split_bytes = {name: int(total * fraction) for name, fraction in config.splits.items()}
-    return PlannedInput((), columns, split_bytes, _listing(metadata, None),
-                        math.ceil(total / CSV_BYTES_PER_PERMUTE_BUCKET))
+    return PlannedInput(
+        (), columns, split_bytes, _listing(metadata, None), math.ceil(total / CSV_BYTES_PER_PERMUTE_BUCKET)
+    )
 
 
 def make_plan(config: Config) -> Plan:
@@ -133,5 +149,14 @@ def make_plan(config: Config) -> Plan:
     shards = {name: shard_count(size, config.sharding) for name, size in planned.split_bytes.items()}
     listing = planned.listing
     _LOG.info("planned %s: %d file(s), %.1f MB; shards %s", source, listing.files, listing.bytes / 1e6, shards)
-    return Plan(config.kind, source, storage.absolute(config.output_uri), planned.label_map, planned.columns,
-                planned.split_bytes, shards, listing, max(1, planned.permute_buckets))
+    return Plan(
+        config.kind,
+        source,
+        storage.absolute(config.output_uri),
+        planned.label_map,
+        planned.columns,
+        planned.split_bytes,
+        shards,
+        listing,
+        max(1, planned.permute_buckets),
+    )

@@ -65,32 +65,55 @@ def feature_specs(image_keys: dict[str, str], schema: dict[str, ColumnType] | No
     when some record lacks it. Declared booleans are stored as int64."""
     if schema is None:
         return {key: FeatureSpec(key, IMAGE_KEY_DTYPES[role]) for role, key in image_keys.items()}
-    return {name: FeatureSpec(name, "int64" if col.dtype == "bool" else col.dtype, (), col.missing == 0)
-            for name, col in schema.items()}
+    return {
+        name: FeatureSpec(name, "int64" if col.dtype == "bool" else col.dtype, (), col.missing == 0)
+        for name, col in schema.items()
+    }
 
 
-def build_manifest(plan: Plan, settings: RunSettings, summary: OutcomeSummary, shard_files, error_files,
-                   schema: dict[str, ColumnType] | None, created: str) -> Manifest:
+def build_manifest(
+    plan: Plan,
+    settings: RunSettings,
+    summary: OutcomeSummary,
+    shard_files,
+    error_files,
+    schema: dict[str, ColumnType] | None,
+    created: str,
+) -> Manifest:
     shard_names = sorted(storage.basename(f) for f in shard_files)
     splits = {
-        name: SplitInfo(name=name, records=summary.written.get(name, 0),
-                        shards=tuple(s for s in shard_names if RECORD_FILES.is_shard_of(s, name)),
-                        bytes=summary.bytes.get(name, 0), label_counts=dict(sorted(summary.labels.get(name, {}).items())))
+        name: SplitInfo(
+            name=name,
+            records=summary.written.get(name, 0),
+            shards=tuple(s for s in shard_names if RECORD_FILES.is_shard_of(s, name)),
+            bytes=summary.bytes.get(name, 0),
+            label_counts=dict(sorted(summary.labels.get(name, {}).items())),
+        )
         for name in plan.shards
     }
     written, skipped, errors = (sum(counts.values()) for counts in (summary.written, summary.skipped, summary.errors))
-    counts = Counts(listed=written + skipped + errors, written=written, converted=summary.converted, skipped=skipped,
-                    errors=errors)
+    counts = Counts(
+        listed=written + skipped + errors, written=written, converted=summary.converted, skipped=skipped, errors=errors
+    )
     candidates = counts.listed - counts.skipped
     return Manifest(
-        kind=plan.kind, splits=splits, features=feature_specs(settings.image_keys, schema), counts=counts,
-        label_map=plan.label_map, error_files=tuple(sorted(storage.basename(f) for f in error_files)),
-        errors_by_stage=dict(sorted(summary.errors.items())), skipped_by_extension=dict(sorted(summary.skipped.items())),
-        max_error_fraction=settings.max_error_fraction, error_fraction=errors / candidates if candidates else 0.0,
+        kind=plan.kind,
+        splits=splits,
+        features=feature_specs(settings.image_keys, schema),
+        counts=counts,
+        label_map=plan.label_map,
+        error_files=tuple(sorted(storage.basename(f) for f in error_files)),
+        errors_by_stage=dict(sorted(summary.errors.items())),
+        skipped_by_extension=dict(sorted(summary.skipped.items())),
+        max_error_fraction=settings.max_error_fraction,
+        error_fraction=errors / candidates if candidates else 0.0,
         image_keys=dict(settings.image_keys) if schema is None else {},
         inputs={"input": plan.input, "kind": plan.kind, "columns": list(plan.columns)},
         options={**settings.options, "planned_shards": plan.shards, "planned_split_bytes": plan.split_bytes},
-        listing=plan.listing, package_version=pipeline.__version__, created=created)
+        listing=plan.listing,
+        package_version=pipeline.__version__,
+        created=created,
+    )
 
 
 def problems(plan: Plan, manifest: Manifest) -> list[str]:
@@ -98,12 +121,16 @@ def problems(plan: Plan, manifest: Manifest) -> list[str]:
     found = []
     expected = plan.listing.sources
     if expected is not None and manifest.counts.listed != expected:
-        found.append(f"the job accounted for {manifest.counts.listed} sources but {expected} were listed before it ran: "
-                     "the input changed during the run, or the runner lost data")
+        found.append(
+            f"the job accounted for {manifest.counts.listed} sources but {expected} were listed before it ran: "
+            "the input changed during the run, or the runner lost data"
+        )
     if manifest.error_budget_exceeded:
-        found.append(f"{100 * manifest.error_fraction:.2f}% of sources failed, over the budget of "
-                     f"{100 * manifest.max_error_fraction:.2f}% (--max_error_fraction); see "
-                     + ", ".join(join(plan.output, f) for f in manifest.error_files))
+        found.append(
+            f"{100 * manifest.error_fraction:.2f}% of sources failed, over the budget of "
+            f"{100 * manifest.max_error_fraction:.2f}% (--max_error_fraction); see "
+            + ", ".join(join(plan.output, f) for f in manifest.error_files)
+        )
     return found
 
 

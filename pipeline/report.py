@@ -21,8 +21,10 @@ def run_summary(manifest: Manifest, output: str, seconds: float) -> str:
     c = manifest.counts
     lines = [f"Dataset written to {output}"]
     for split in manifest.splits.values():
-        lines.append(f"  {split.name:<12} {split.records:>9} records  {len(split.shards):>5} shard(s)  "
-                     f"{split.bytes / 1e6:9.1f} MB")
+        lines.append(
+            f"  {split.name:<12} {split.records:>9} records  {len(split.shards):>5} shard(s)  "
+            f"{split.bytes / 1e6:9.1f} MB"
+        )
     lines.append(f"  {_counts_text(c)}")
     if c.errors:
         by_stage = ", ".join(f"{stage} {n}" for stage, n in manifest.errors_by_stage.items())
@@ -35,14 +37,19 @@ def run_summary(manifest: Manifest, output: str, seconds: float) -> str:
 def dataset_summary(dest: str, manifest: Manifest) -> str:
     """`inspect`'s account of a dataset: splits, features, labels per split, source counts."""
     m, c = manifest, manifest.counts
-    lines = [f"Dataset {dest}", f"  kind {m.kind}, created {m.created or '?'} by pipeline {m.package_version or '?'}, "
-             f"{m.compression} TFRecords of tf.train.Example"]
+    lines = [
+        f"Dataset {dest}",
+        f"  kind {m.kind}, created {m.created or '?'} by pipeline {m.package_version or '?'}, "
+        f"{m.compression} TFRecords of tf.train.Example",
+    ]
     lines.append(f"  {'split':<12} {'records':>9} {'shards':>7} {'MB':>10}")
     for s in m.splits.values():
         lines.append(f"  {s.name:<12} {s.records:>9} {len(s.shards):>7} {s.bytes / 1e6:>10.1f}")
     total = sum(s.records for s in m.splits.values())
-    lines.append(f"  {'total':<12} {total:>9} {sum(len(s.shards) for s in m.splits.values()):>7} "
-                 f"{sum(s.bytes for s in m.splits.values()) / 1e6:>10.1f}")
+    lines.append(
+        f"  {'total':<12} {total:>9} {sum(len(s.shards) for s in m.splits.values()):>7} "
+        f"{sum(s.bytes for s in m.splits.values()) / 1e6:>10.1f}"
+    )
     lines.append("  features:")
     for f in m.features.values():
         shape = f"[{','.join(map(str, f.shape))}]" if f.shape else ""
@@ -56,7 +63,9 @@ def dataset_summary(dest: str, manifest: Manifest) -> str:
     budget = f"{100 * m.max_error_fraction:.2f}%{', EXCEEDED' if m.error_budget_exceeded else ''}"
     lines.append(f"  sources: {_counts_text(c)} ({100 * m.error_fraction:.2f}%, budget {budget})")
     if m.skipped_by_extension:
-        lines.append("  skipped by extension: " + ", ".join(f"{k or '(none)'} {v}" for k, v in m.skipped_by_extension.items()))
+        lines.append(
+            "  skipped by extension: " + ", ".join(f"{k or '(none)'} {v}" for k, v in m.skipped_by_extension.items())
+        )
     if m.errors_by_stage:
         lines.append("  errors by stage: " + ", ".join(f"{k} {v}" for k, v in m.errors_by_stage.items()))
     return "\n".join(lines)

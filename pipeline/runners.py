@@ -1,20 +1,18 @@
 """Which Beam runner a job gets, and the pipeline object built on it.
 
-Without --runner the job runs in this process, on one of two local runners. Both hold every
-record in memory. Measured with scripts/benchmark.py on 2,000 photos (196 MB) on 2 cores (README,
-Performance), both at 2.0x the serial TF loop's throughput:
+Without --runner the job runs in this process, on one of two local runners; both hold every
+record in memory (their throughput and peak memory: README, Performance):
 
-* lean (the default): Beam's BundleBasedDirectRunner. Bundles run on one thread; ReadImages
-  checks images on its own threads and GZIP (through ISA-L) is cheap, so both cores are busy.
-  Peak ~0.41 GB: 0.2 GB plus 1.05x the input.
+* lean (the default): Beam's BundleBasedDirectRunner. Bundles run on one thread, but ReadImages
+  checks images on its own threads and GZIP goes through ISA-L, so both run at once.
 * parallel (`--direct_num_workers N`, N > 1, or 0 for one per core): the FnApiRunner with N
   in-process workers (direct_running_mode in_memory, GroupByKey values paged through its state
-  API). No faster here (its workers are threads under one GIL), and it holds more: peak ~0.67
-  GB, 0.25 GB plus 2.5x the input.
+  API). Its workers are threads under one GIL, and it holds more per input byte.
 
 The log warns, pointing at Dataflow, when the estimated peak exceeds the memory available now.
 An explicit --runner DirectRunner/FnApiRunner gets direct_running_mode=in_memory unless told
-otherwise: multi_threading lost records here (1,990 of 2,000 written).
+otherwise: in multi_threading mode Beam 2.77's data plane drops elements (its timed flush thread
+clears a buffer the bundle thread is still writing to, in apache_beam/runners/worker/data_plane.py).
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ _LOG = logging.getLogger("pipeline")
 
 PARALLEL, LEAN = "FnApiRunner", "BundleBasedDirectRunner"
 _GB = 1e9
-# Peak RSS = base + per_input_byte * listed input bytes, fitted to the benchmark corpus and the sample.
+# Peak RSS = base + per_input_byte * listed input bytes, fitted to scripts/benchmark.py's corpus.
 _PEAK_MODEL = {PARALLEL: (0.25 * _GB, 2.5), LEAN: (0.2 * _GB, 1.05)}
 
 
@@ -57,13 +55,20 @@ def _local_runner(workers_asked: int | None, input_bytes: int) -> str:
     runner = LEAN if workers_asked in (None, 1) else PARALLEL
     peak, available = estimated_peak(runner, input_bytes), available_memory()
     if available is not None and peak > available:
-        _LOG.warning("local runners hold every record in memory: this input needs about %.1f GB, %.1f GB is available; "
-                     "run it on Dataflow (README, Running on Google Cloud)", peak / _GB, available / _GB)
+        _LOG.warning(
+            "local runners hold every record in memory: this input needs about %.1f GB, %.1f GB is available; "
+            "run it on Dataflow (README, Running on Google Cloud)",
+            peak / _GB,
+            available / _GB,
+        )
     if runner == LEAN:
         _LOG.info("local run (BundleBasedDirectRunner; estimated peak %.1f GB)", peak / _GB)
     else:
-        _LOG.info("local run on %s in-process workers (FnApiRunner; estimated peak %.1f GB)",
-                  workers_asked or os.cpu_count(), peak / _GB)
+        _LOG.info(
+            "local run on %s in-process workers (FnApiRunner; estimated peak %.1f GB)",
+            workers_asked or os.cpu_count(),
+            peak / _GB,
+        )
     return runner
 
 
@@ -88,8 +93,7 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     """A pipeline on the runner `options` names. The FnApiRunner gets use_state_iterables: each
     GroupByKey's values then reach its workers in pages through the state API, instead of whole
-    inside the bundle's data, where the runner holds three to four copies of them at once.
-    Measured on 2,000 photos with 2 workers: peak RSS 0.86 GB instead of 1.24 GB, no slower."""
+    inside the bundle's data, where the runner holds three to four copies of them at once."""
     if options.view_as(StandardOptions).runner == PARALLEL:
         return beam.Pipeline(runner=FnApiRunner(use_state_iterables=True), options=options)
     return beam.Pipeline(options=options)
@@ -101,11 +105,9 @@ MALLOC_ARENAS = 2
 
 def limit_malloc_arenas() -> bool:
     """Caps glibc at MALLOC_ARENAS malloc arenas, as MALLOC_ARENA_MAX=2 would (unless the user set
-    that variable). glibc gives each new thread its own arena, up to 8 per core, and the ~100 kB
-    records freed in one arena are not reused by another: with the parallel runner's workers and
-    ReadImages' threads that held 170 MB of free memory at peak on the photo corpus (830 -> 660
-    MB), for no measured loss of speed. (The lean runner peaks the same either way: 400 MB.)
-    True if glibc took the setting."""
+    that variable). glibc gives each new thread its own arena, up to 8 per core, and record
+    buffers freed in one arena are not reused by another, so the parallel runner's workers and
+    ReadImages' threads would hold free memory at peak. True if glibc took the setting."""
     if "MALLOC_ARENA_MAX" in os.environ:
         return False
     try:
@@ -116,8 +118,8 @@ def limit_malloc_arenas() -> bool:
 
 class HideInMemoryWorkersWarning(logging.Filter):
     """Beam warns that in_memory mode ignores direct_num_workers > 1. It does not: the FnApiRunner
-    splits each stage's input over that many in-process workers on as many threads (measured:
-    GZIP on both cores). Without this filter every parallel local run starts with a false alarm."""
+    splits each stage's input over that many in-process workers on as many threads. Without this
+    filter every parallel local run starts with a false alarm."""
 
     LOGGER = "apache_beam.runners.portability.fn_api_runner.fn_runner"
 

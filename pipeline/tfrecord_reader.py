@@ -76,10 +76,10 @@ class _GzipStream:
             if chunk is None:
                 break
             if self._pos:
-                del self._buffer[:self._pos]
+                del self._buffer[: self._pos]
                 self._pos = 0
             self._buffer += chunk
-        out = bytes(self._buffer[self._pos:self._pos + n])
+        out = bytes(self._buffer[self._pos : self._pos + n])
         self._pos += len(out)
         return out
 

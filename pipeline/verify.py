@@ -92,10 +92,12 @@ def _verify_batch(tf, spec, batch, shard_name, split, result: Verification, imag
             try:
                 rows.append(rows_of(tf.io.parse_example([data], spec), 1)[0])
             except tf.errors.InvalidArgumentError as e:
-                result.problem(f"{shard_name}: record {index}: does not parse against the feature spec: "
-                               f"{e.message.splitlines()[0]}")
+                result.problem(
+                    f"{shard_name}: record {index}: does not parse against the feature spec: "
+                    f"{e.message.splitlines()[0]}"
+                )
                 rows.append(None)
-    for (index, _), row in zip(batch, rows):
+    for (index, _), row in zip(batch, rows, strict=True):
         if row is None or image_checker is None:
             continue
         problem, label = image_checker.check(tf, row)
@@ -110,7 +112,7 @@ def rows_of(parsed: dict, n: int) -> list[dict]:
     rows = [{} for _ in range(n)]
     for key, value in parsed.items():
         if hasattr(value, "indices"):  # SparseTensor of an optional feature
-            for (row, _), v in zip(value.indices.numpy(), value.values.numpy()):
+            for (row, _), v in zip(value.indices.numpy(), value.values.numpy(), strict=True):
                 rows[row].setdefault(key, v)
         else:
             for row, v in enumerate(value.numpy()):
@@ -125,14 +127,18 @@ def verify(dest: str, manifest: Manifest) -> Verification:
     image_checker = _ImageChecker(manifest) if manifest.is_image_dataset and manifest.image_keys else None
     if not manifest.counts.reconciles():
         c = manifest.counts
-        result.problem(f"manifest: counts do not add up: listed {c.listed} != written {c.written} + skipped "
-                       f"{c.skipped} + errors {c.errors} (or converted {c.converted} > written)")
+        result.problem(
+            f"manifest: counts do not add up: listed {c.listed} != written {c.written} + skipped "
+            f"{c.skipped} + errors {c.errors} (or converted {c.converted} > written)"
+        )
     for split in manifest.splits.values():
         result.records[split.name] = 0
         totals = {_total_of(s) for s in split.shards}
         if split.shards and (len(totals) > 1 or not totals <= {None, len(split.shards)}):
-            result.problem(f"split {split.name}: the manifest lists {len(split.shards)} shard(s) whose names say otherwise "
-                           f"({', '.join(split.shards[:3])}{', ...' if len(split.shards) > 3 else ''})")
+            result.problem(
+                f"split {split.name}: the manifest lists {len(split.shards)} shard(s) whose names say otherwise "
+                f"({', '.join(split.shards[:3])}{', ...' if len(split.shards) > 3 else ''})"
+            )
         for shard in split.shards:
             path = join(dest, shard)
             if not storage.exists(path):
@@ -158,14 +164,18 @@ def verify(dest: str, manifest: Manifest) -> Verification:
             _LOG.info("read %s: %d record(s)", shard, count)
         if result.records[split.name] != split.records:
             per_shard = ", ".join(f"{s}: {result.shard_records.get(s, 0)}" for s in split.shards)
-            result.problem(f"split {split.name}: the manifest says {split.records} records, the shards hold "
-                           f"{result.records[split.name]} ({per_shard})")
+            result.problem(
+                f"split {split.name}: the manifest says {split.records} records, the shards hold "
+                f"{result.records[split.name]} ({per_shard})"
+            )
         if image_checker is not None and split.label_counts:
             found = result.labels.get(split.name, collections.Counter())
             for label in sorted(set(split.label_counts) | set(found)):
                 if split.label_counts.get(label, 0) != found.get(label, 0):
-                    result.problem(f"split {split.name}: label {label!r}: the manifest says {split.label_counts.get(label, 0)} "
-                                   f"records, the shards hold {found.get(label, 0)}")
+                    result.problem(
+                        f"split {split.name}: label {label!r}: the manifest says {split.label_counts.get(label, 0)} "
+                        f"records, the shards hold {found.get(label, 0)}"
+                    )
     _check_stray_shards(dest, manifest, result)
     _check_error_files(dest, manifest, result)
     return result
@@ -208,4 +218,6 @@ def _check_error_files(dest: str, manifest: Manifest, result: Verification) -> N
             except ValueError as e:
                 result.problem(f"{name}: line {number}: not a dead letter ({e})")
     if manifest.error_files and lines != manifest.counts.errors:
-        result.problem(f"error reports hold {lines} dead letter(s), the manifest counts {manifest.counts.errors} errors")
+        result.problem(
+            f"error reports hold {lines} dead letter(s), the manifest counts {manifest.counts.errors} errors"
+        )

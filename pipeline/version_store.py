@@ -39,11 +39,13 @@ def version_states(root: str) -> dict[str, str]:
     names: dict[str, set[str]] = {}
     prefix = root.rstrip("/") + "/"
     for path in storage.files_below(root):
-        version, _, rest = path[len(prefix):].partition("/")
+        version, _, rest = path[len(prefix) :].partition("/")
         if rest and is_version(version):
             names.setdefault(version, set()).add(rest)
-    return {v: "complete" if MANIFEST_NAME in files else "rejected" if REJECTED_MANIFEST_NAME in files else "incomplete"
-            for v, files in names.items()}
+    return {
+        v: "complete" if MANIFEST_NAME in files else "rejected" if REJECTED_MANIFEST_NAME in files else "incomplete"
+        for v, files in names.items()
+    }
 
 
 def apply_retention(root: str, keep: int, latest: str, now: datetime.datetime | None = None) -> list[str]:
@@ -91,13 +93,18 @@ class VersionPublication:
         """manifest.json is written: point LATEST here (never back to an older version)."""
         current = latest_version(self.root)
         if current is not None and is_version(current) and current > self.version:
-            _LOG.warning("%s/LATEST already names the newer version %s; leaving it (this run: %s)",
-                         self.root, current, self.version)
+            _LOG.warning(
+                "%s/LATEST already names the newer version %s; leaving it (this run: %s)",
+                self.root,
+                current,
+                self.version,
+            )
             return
         storage.write_atomically(join(self.root, LATEST_NAME), self.version + "\n")
         counter("versions_published").inc()
-        _LOG.info("published %s: %s/LATEST -> %s (%d records)", self.folder, self.root, self.version,
-                  manifest.counts.written)
+        _LOG.info(
+            "published %s: %s/LATEST -> %s (%d records)", self.folder, self.root, self.version, manifest.counts.written
+        )
         if self.keep:
             try:
                 apply_retention(self.root, self.keep, self.version)
@@ -123,5 +130,5 @@ class VersionPublication:
             return None
         rejected = Manifest.from_json(text)
         keep = {REJECTED_MANIFEST_NAME, *rejected.error_files}
-        storage.delete([p for p in storage.files_below(self.folder) if p[len(self.folder) + 1:] not in keep])
+        storage.delete([p for p in storage.files_below(self.folder) if p[len(self.folder) + 1 :] not in keep])
         return rejected

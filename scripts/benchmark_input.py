@@ -14,9 +14,10 @@ seeds' as float32); nothing consumes them but the timer.
   target size) + resize + flip, batch(drop_remainder=True), prefetch.
 * seeds: the seeds' reader, `TFRecordDataset(files)` -> map(parse_single_example) -> decode ->
   cache() -> shuffle -> resize -> batch, no interleave. Its maps get num_parallel_calls=AUTOTUNE
-  (the strongest reading of it); the literal form (plain maps) is timed too. Its cache() holds the decoded full-size images in memory, so only
-  its first epoch decodes; that epoch is the comparison (a job of real size cannot cache decoded
-  images), the cached second epoch is shown for completeness.
+  (the strongest reading of it); the literal form (plain maps) is timed too. Its cache() holds the
+  decoded full-size images in memory, so only its first epoch decodes; that epoch is the
+  comparison (a job of real size cannot cache decoded images), the cached second epoch is shown
+  for completeness.
 
 One run = a freshly built pipeline of each reader delivering two epochs (records // batch_size
 batches each; a new iterator per epoch for the seeds' reader, as Keras' fit makes, the trainer's
@@ -39,19 +40,16 @@ import statistics
 import sys
 import time
 
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # CPU only, for both readers
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import tensorflow as tf
 
-import tensorflow as tf  # noqa: E402  pylint: disable=wrong-import-position
-
-from trainer import input_fn, manifest_io  # noqa: E402  pylint: disable=wrong-import-position
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-def seeds_reader(paths, manifest, batch_size: int, image_size: int, shuffle_buffer: int,
-                 parallel: bool = True) -> tf.data.Dataset:
+def seeds_reader(
+    paths, manifest, batch_size: int, image_size: int, shuffle_buffer: int, parallel: bool = True
+) -> tf.data.Dataset:
     """The seeds' reader; `parallel=False` writes its maps literally (no num_parallel_calls; tf.data
     may still parallelise them, its map_parallelization optimisation being on by default)."""
     keys = manifest.image_keys
@@ -68,31 +66,40 @@ def seeds_reader(paths, manifest, batch_size: int, image_size: int, shuffle_buff
     def resize(image, label):
         return tf.image.resize(image, [image_size, image_size]), label
 
-    return (tf.data.TFRecordDataset(paths, compression_type="GZIP")
-            .map(parse, num_parallel_calls=calls)
-            .map(decode, num_parallel_calls=calls)
-            .cache()
-            .shuffle(shuffle_buffer)
-            .map(resize, num_parallel_calls=calls)
-            .batch(batch_size))
+    return (
+        tf.data.TFRecordDataset(paths, compression_type="GZIP")
+        .map(parse, num_parallel_calls=calls)
+        .map(decode, num_parallel_calls=calls)
+        .cache()
+        .shuffle(shuffle_buffer)
+        .map(resize, num_parallel_calls=calls)
+        .batch(batch_size)
+    )
 
 
 def trainer_reader(data, manifest, paths, batch_size: int, image_size: int) -> tf.data.Dataset:
+    from trainer import input_fn  # the repository is on sys.path from main() on
+
     split = max(manifest.splits, key=lambda s: manifest.splits[s].records)  # for the batch-size check only
     return input_fn.image_dataset(data, manifest, split, batch_size, image_size=image_size, training=True, paths=paths)
 
 
 def parse_only(manifest, paths, batch_size: int) -> tf.data.Dataset:
+    from trainer import input_fn  # the repository is on sys.path from main() on
+
     keys = manifest.image_keys
     spec = {keys["encoded"]: tf.io.FixedLenFeature([], tf.string), keys["label"]: tf.io.FixedLenFeature([], tf.int64)}
-    return (input_fn.record_dataset(paths, training=True)
-            .batch(batch_size, drop_remainder=True)
-            .map(lambda r: tf.io.parse_example(r, spec), num_parallel_calls=AUTOTUNE)
-            .prefetch(AUTOTUNE))
+    return (
+        input_fn.record_dataset(paths, training=True)
+        .batch(batch_size, drop_remainder=True)
+        .map(lambda r: tf.io.parse_example(r, spec), num_parallel_calls=AUTOTUNE)
+        .prefetch(AUTOTUNE)
+    )
 
 
-def timed_epoch(make, batches: int, batch_size: int, epochs: int = 1, new_iterator_per_epoch: bool = True
-                ) -> list[tuple[float, float]]:
+def timed_epoch(
+    make, batches: int, batch_size: int, epochs: int = 1, new_iterator_per_epoch: bool = True
+) -> list[tuple[float, float]]:
     """(images/s, CPU ms per image) of each of `epochs` passes of `batches` full batches over one
     freshly built pipeline: a new iterator per epoch (what Keras' fit does with a finite dataset)
     or one iterator throughout (a repeated dataset, as the trainer's loop reads it). The CPU time
@@ -109,7 +116,9 @@ def timed_epoch(make, batches: int, batch_size: int, epochs: int = 1, new_iterat
             images = element[0] if isinstance(element, tuple) else next(iter(element.values()))
             assert images.shape[0] == batch_size
         now, cpu_now = time.perf_counter(), time.process_time()
-        figures.append((batches * batch_size / (now - started), 1000 * (cpu_now - cpu_started) / (batches * batch_size)))
+        figures.append(
+            (batches * batch_size / (now - started), 1000 * (cpu_now - cpu_started) / (batches * batch_size))
+        )
         started, cpu_started = now, cpu_now
     return figures
 
@@ -126,8 +135,12 @@ def main(argv=None) -> int:
     if args.runs < 3:
         p.error("--runs must be at least 3")
 
+    tf.config.set_visible_devices([], "GPU")  # CPU only, for both readers
+    sys.path.insert(0, str(REPO))
+    from trainer import manifest_io
+
     manifest = manifest_io.load_manifest(args.data)
-    paths = [manifest_io.join(args.data, s) for split in manifest.splits.values() for s in split.shards]
+    paths = [path for split in manifest.splits for path in manifest_io.shard_paths(args.data, manifest, split)]
     records = sum(split.records for split in manifest.splits.values())
     batches = records // args.batch_size
     size_mb = sum(split.bytes for split in manifest.splits.values()) / 1e6
@@ -140,44 +153,78 @@ def main(argv=None) -> int:
     readers = {  # name -> (pipeline factory, names of the epochs timed in each run)
         trainer: (lambda: trainer_reader(args.data, manifest, paths, bs, size), (trainer, trainer_steady)),
         seeds: (lambda: seeds_reader(paths, manifest, bs, size, args.seeds_shuffle_buffer), (seeds, seeds_cached)),
-        literal: (lambda: seeds_reader(paths, manifest, bs, size, args.seeds_shuffle_buffer, parallel=False), (literal,)),
+        literal: (
+            lambda: seeds_reader(paths, manifest, bs, size, args.seeds_shuffle_buffer, parallel=False),
+            (literal,),
+        ),
     }
-    print(f"corpus {args.data}: {records} records in {len(paths)} GZIP shards ({size_mb:.1f} MB); "
-          f"{batches} batches of {bs} at {size}x{size} per epoch; CPU: {os.cpu_count()} cores "
-          f"({platform.processor() or platform.machine()}), TensorFlow {tf.__version__}", flush=True)
+    print(
+        f"corpus {args.data}: {records} records in {len(paths)} GZIP shards ({size_mb:.1f} MB); "
+        f"{batches} batches of {bs} at {size}x{size} per epoch; CPU: {os.cpu_count()} cores "
+        f"({platform.processor() or platform.machine()}), TensorFlow {tf.__version__}",
+        flush=True,
+    )
 
     for make, _ in readers.values():  # warm-up: graph building, file cache
         timed_epoch(make, min(5, batches), bs)
     runs: dict[str, list[tuple[float, float]]] = {
-        name: [] for name in (trainer, trainer_steady, seeds, literal, seeds_cached)}
+        name: [] for name in (trainer, trainer_steady, seeds, literal, seeds_cached)
+    }
     for run in range(args.runs):
         for make, epochs in readers.values():
             one_iterator = epochs[0] == trainer
-            for name, figures in zip(epochs, timed_epoch(make, batches, bs, len(epochs), not one_iterator)):
+            for name, figures in zip(
+                epochs, timed_epoch(make, batches, bs, len(epochs), not one_iterator), strict=True
+            ):
                 runs[name].append(figures)
                 print(f"  run {run + 1}: {name:<52} {figures[0]:8.0f} img/s  {figures[1]:6.2f} CPU ms/img", flush=True)
     parse = "trainer: read + parse only (no decode)"
     runs[parse] = [timed_epoch(lambda: parse_only(manifest, paths, bs), batches, bs)[0] for _ in range(args.runs)]
 
-    medians = {name: (statistics.median(r for r, _ in figures), statistics.median(c for _, c in figures))
-               for name, figures in runs.items()}
+    medians = {
+        name: (statistics.median(r for r, _ in figures), statistics.median(c for _, c in figures))
+        for name, figures in runs.items()
+    }
     print()
     print(f"{'reader':<56} {'img/s':>7} {'CPU ms/img':>11}   runs (img/s)")
     for name, figures in runs.items():
-        print(f"{name:<56} {medians[name][0]:>7.0f} {medians[name][1]:>11.2f}   {', '.join(f'{r:.0f}' for r, _ in figures)}")
-    speedup = {"cold": medians[trainer][0] / medians[seeds][0], "steady": medians[trainer_steady][0] / medians[seeds][0],
-               "cold_vs_literal": medians[trainer][0] / medians[literal][0]}
-    cpu_ratio = {"cold": medians[seeds][1] / medians[trainer][1], "steady": medians[seeds][1] / medians[trainer_steady][1]}
-    print(f"\nspeed-up over the seeds' reader's 1st epoch (both decode + resize every image), medians; target >= 1.5x:"
-          f"\n  trainer 1st epoch, pipeline built cold as the seeds' is: {speedup['cold']:.2f}x img/s, "
-          f"{cpu_ratio['cold']:.2f}x less CPU per image ({speedup['cold_vs_literal']:.2f}x over the literal seeds' reader)"
-          f"\n  trainer in steady state (what a training job sees after its first epoch): {speedup['steady']:.2f}x img/s, "
-          f"{cpu_ratio['steady']:.2f}x less CPU per image")
+        each = ", ".join(f"{r:.0f}" for r, _ in figures)
+        print(f"{name:<56} {medians[name][0]:>7.0f} {medians[name][1]:>11.2f}   {each}")
+    speedup = {
+        "cold": medians[trainer][0] / medians[seeds][0],
+        "steady": medians[trainer_steady][0] / medians[seeds][0],
+        "cold_vs_literal": medians[trainer][0] / medians[literal][0],
+    }
+    cpu_ratio = {
+        "cold": medians[seeds][1] / medians[trainer][1],
+        "steady": medians[seeds][1] / medians[trainer_steady][1],
+    }
+    print(
+        f"\nspeed-up over the seeds' reader's 1st epoch (both decode + resize every image), medians; target >= 1.5x:"
+        f"\n  trainer 1st epoch, pipeline built cold as the seeds' is: {speedup['cold']:.2f}x img/s, "
+        f"{cpu_ratio['cold']:.2f}x less CPU per image "
+        f"({speedup['cold_vs_literal']:.2f}x over the literal seeds' reader)"
+        f"\n  trainer in steady state (what a training job sees after its first epoch): "
+        f"{speedup['steady']:.2f}x img/s, "
+        f"{cpu_ratio['steady']:.2f}x less CPU per image"
+    )
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps({"records": records, "shards": len(paths), "batch_size": bs,
-                                                       "image_size": size, "cpus": os.cpu_count(), "runs": runs,
-                                                       "medians": medians, "speedup": speedup,
-                                                       "cpu_ratio": cpu_ratio}, indent=2))
+        pathlib.Path(args.json).write_text(
+            json.dumps(
+                {
+                    "records": records,
+                    "shards": len(paths),
+                    "batch_size": bs,
+                    "image_size": size,
+                    "cpus": os.cpu_count(),
+                    "runs": runs,
+                    "medians": medians,
+                    "speedup": speedup,
+                    "cpu_ratio": cpu_ratio,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

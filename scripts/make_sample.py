@@ -243,7 +243,7 @@ def write_tabular(out: str, n_rows: int, rng: np.random.Generator) -> None:
     os.makedirs(folder, exist_ok=True)
     rows = make_tabular_rows(n_rows, rng)
     bounds = np.linspace(0, n_rows, len(TABULAR_FILES) + 1).astype(int)
-    for name, lo, hi in zip(TABULAR_FILES, bounds[:-1], bounds[1:]):
+    for name, lo, hi in zip(TABULAR_FILES, bounds[:-1], bounds[1:], strict=True):
         data = _csv_text(rows[lo:hi]).encode("utf-8")
         path = os.path.join(folder, name)
         if name.endswith(".gz"):
@@ -289,7 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     splits = {}
     for split, _, _ in rows:
         splits[split] = splits.get(split, 0) + 1
-    log.info("wrote %d images in %d classes; images.csv splits: %s", len(rows), len(CLASSES), dict(sorted(splits.items())))
+    log.info(
+        "wrote %d images in %d classes; images.csv splits: %s", len(rows), len(CLASSES), dict(sorted(splits.items()))
+    )
     write_tabular(out, args.rows, tab_rng)
 
     files, total = _tree_size(out)

@@ -23,7 +23,7 @@ def picture(mode: str = "RGB", size: tuple[int, int] = (64, 48)) -> Image.Image:
     if mode == "P":
         return im.quantize(16)
     if mode in ("I;16", "I"):
-        return Image.fromarray((np.asarray(im.convert("L")).astype(np.uint16) * 257)).convert(mode)
+        return Image.fromarray(np.asarray(im.convert("L")).astype(np.uint16) * 257).convert(mode)
     out = im.convert(mode)
     if mode in ("LA", "RGBA"):
         alpha = Image.fromarray(np.linspace(0, 255, width, dtype=np.uint8)[None, :].repeat(height, 0))
@@ -38,7 +38,9 @@ def image_bytes(fmt: str, mode: str, size: tuple[int, int] = (64, 48), **save_kw
     return buffer.getvalue()
 
 
-def animated_bytes(fmt: str, mode: str = "RGB", size: tuple[int, int] = (64, 48), frames: int = 3, **save_kwargs) -> bytes:
+def animated_bytes(
+    fmt: str, mode: str = "RGB", size: tuple[int, int] = (64, 48), frames: int = 3, **save_kwargs
+) -> bytes:
     """An animation of picture(mode, size) then alternately mirrored and upside-down copies."""
     first = picture(mode, size)
     flips = (Image.Transpose.FLIP_LEFT_RIGHT, Image.Transpose.ROTATE_180)
@@ -67,16 +69,42 @@ def png_bytes(pixels: np.ndarray, bit_depth: int, colour_type: int, *, interlace
     else:
         raw = rows(pixels)
     header = struct.pack(">IIBBBBB", width, height, bit_depth, colour_type, 0, 0, int(interlace))
-    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", header)
-            + png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", header)
+        + png_chunk(b"IDAT", zlib.compress(raw))
+        + png_chunk(b"IEND", b"")
+    )
 
 
-def bmp_bytes(width: int, height: int, bpp: int, pixels: bytes, *, compression: int = 0, palette: bytes = b"",
-              masks: bytes = b"", header_size: int = 40, top_down: bool = False) -> bytes:
+def bmp_bytes(
+    width: int,
+    height: int,
+    bpp: int,
+    pixels: bytes,
+    *,
+    compression: int = 0,
+    palette: bytes = b"",
+    masks: bytes = b"",
+    header_size: int = 40,
+    top_down: bool = False,
+) -> bytes:
     """A BMP written byte by byte (pixels: rows as stored, padding included), for what Pillow
     cannot write: RLE, 16-bit, bit fields, top-down rows, V5 headers."""
-    info = struct.pack("<IiiHHIIiiII", header_size, width, -height if top_down else height, 1, bpp, compression,
-                       len(pixels), 2835, 2835, len(palette) // 4, 0)
+    info = struct.pack(
+        "<IiiHHIIiiII",
+        header_size,
+        width,
+        -height if top_down else height,
+        1,
+        bpp,
+        compression,
+        len(pixels),
+        2835,
+        2835,
+        len(palette) // 4,
+        0,
+    )
     info = (info + masks).ljust(header_size, b"\x00") if header_size > 40 else info + masks
     offset = 14 + len(info) + len(palette)
     return b"BM" + struct.pack("<IHHI", offset + len(pixels), 0, 0, offset) + info + palette + pixels
@@ -86,7 +114,7 @@ def bmp_rows(im: Image.Image) -> bytes:
     """im's pixels as BMP stores them: bottom-up rows of BGR(A) or grey bytes, padded to 4 bytes."""
     a = np.asarray(im)
     if a.ndim == 3:
-        a = a[..., [2, 1, 0, 3][:a.shape[2]]]
+        a = a[..., [2, 1, 0, 3][: a.shape[2]]]
     pad = b"\x00" * (-a[0].nbytes % 4)
     return b"".join(row.tobytes() + pad for row in a[::-1])
 
@@ -142,8 +170,14 @@ def bmp_16bit(green_bits: int = 6) -> bytes:
     r, g, b = (np.asarray(im)[::-1].astype(np.uint16)[..., i] for i in range(3))
     pixels = (r >> 3) << (5 + green_bits) | (g >> (8 - green_bits)) << 5 | b >> 3
     if green_bits == 6:
-        return bmp_bytes(im.width, im.height, 16, pixels.astype("<u2").tobytes(), compression=3,
-                         masks=struct.pack("<III", 0xF800, 0x7E0, 0x1F))
+        return bmp_bytes(
+            im.width,
+            im.height,
+            16,
+            pixels.astype("<u2").tobytes(),
+            compression=3,
+            masks=struct.pack("<III", 0xF800, 0x7E0, 0x1F),
+        )
     return bmp_bytes(im.width, im.height, 16, pixels.astype("<u2").tobytes())
 
 
@@ -160,7 +194,7 @@ def gif_without_colour_map() -> bytes:
     """A GIF with neither a global nor a local colour table (Pillow shows it grey; TF fails)."""
     data = image_bytes("GIF", "P", (32, 24), interlace=False)
     table = 3 * (2 << (data[10] & 7))
-    return data[:10] + bytes([data[10] & 0x7F]) + data[11:13] + data[13 + table:]
+    return data[:10] + bytes([data[10] & 0x7F]) + data[11:13] + data[13 + table :]
 
 
 def gif_with_canvas(width: int, height: int) -> bytes:
@@ -202,6 +236,7 @@ def ycck_jpeg() -> bytes:
 
 # Broken inputs.
 
+
 def zero_bytes() -> bytes:
     return b""
 
@@ -210,7 +245,7 @@ def truncated_jpeg() -> bytes:
     """A 200x150 JPEG cut off 40% of the way into its entropy-coded data."""
     data = image_bytes("JPEG", "RGB", (200, 150), quality=90)
     scan = data.index(b"\xff\xda")
-    return data[:scan + (len(data) - scan) * 2 // 5]
+    return data[: scan + (len(data) - scan) * 2 // 5]
 
 
 def jpeg_without_end_marker() -> bytes:
@@ -224,26 +259,32 @@ def jpeg_with_stray_marker() -> bytes:
     length runs past the end of the file: Pillow decodes around it, TensorFlow fails."""
     data = image_bytes("JPEG", "RGB", (64, 48), quality=90)
     at = data.index(b"\xff\xda") + (len(data) - data.index(b"\xff\xda")) // 2
-    return data[:at] + b"\xff\xe6\xaf\xdb" + data[at + 4:]
+    return data[:at] + b"\xff\xe6\xaf\xdb" + data[at + 4 :]
 
 
 def truncated_png() -> bytes:
     """A 200x150 PNG cut off in the middle of its image data."""
     data = image_bytes("PNG", "RGB", (200, 150))
-    return data[:len(data) // 2]
+    return data[: len(data) // 2]
 
 
 def html_page() -> bytes:
     """What a web server's error page looks like once saved as photo.jpg."""
-    return (b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head>\n"
-            b"<body><h1>Not Found</h1><p>The requested URL was not found on this server.</p></body></html>\n")
+    return (
+        b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head>\n"
+        b"<body><h1>Not Found</h1><p>The requested URL was not found on this server.</p></body></html>\n"
+    )
 
 
 def bomb_png(width: int = 100_000, height: int = 100_000) -> bytes:
     """A PNG of a few hundred bytes whose IHDR (correct CRC) declares width x height RGBA pixels;
     its image data is a zlib stream of zeros, far too short for that size."""
-    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0))
-            + png_chunk(b"IDAT", zlib.compress(b"\x00" * 4096)) + png_chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0))
+        + png_chunk(b"IDAT", zlib.compress(b"\x00" * 4096))
+        + png_chunk(b"IEND", b"")
+    )
 
 
 def corrupt_jpeg() -> bytes:
@@ -268,7 +309,7 @@ def corrupt_png() -> bytes:
     zlib stream is garbage: only decoding finds it, as TF would."""
     good = image_bytes("PNG", "RGB", (64, 48))
     idat = good.index(b"IDAT") - 4
-    length = struct.unpack(">I", good[idat:idat + 4])[0]
-    payload = bytearray(good[idat + 8:idat + 8 + length])
+    length = struct.unpack(">I", good[idat : idat + 4])[0]
+    payload = bytearray(good[idat + 8 : idat + 8 + length])
     payload[2:40] = bytes(range(38))
-    return good[:idat] + png_chunk(b"IDAT", bytes(payload)) + good[idat + 12 + length:]
+    return good[:idat] + png_chunk(b"IDAT", bytes(payload)) + good[idat + 12 + length :]

@@ -30,9 +30,15 @@ def read_split(folder, split: str) -> list[dict]:
     records = []
     for batch in dataset:
         parsed = tf.io.parse_example(batch, specs)
-        dense = {k: (tf.sparse.to_dense(v, default_value=_empty(v.dtype)).numpy() if isinstance(v, tf.sparse.SparseTensor) else v.numpy(),
-                     _present(v))
-                 for k, v in parsed.items()}
+        dense = {
+            k: (
+                tf.sparse.to_dense(v, default_value=_empty(v.dtype)).numpy()
+                if isinstance(v, tf.sparse.SparseTensor)
+                else v.numpy(),
+                _present(v),
+            )
+            for k, v in parsed.items()
+        }
         for i in range(int(batch.shape[0])):
             records.append({k: (_py(values[i]) if present[i] else None) for k, (values, present) in dense.items()})
     return records

@@ -45,8 +45,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple
 
 __all__ = ["GcsEmulator", "GcsEmulatorError", "split_gs_uri"]
 
@@ -67,11 +67,11 @@ class GcsEmulatorError(RuntimeError):
     """The emulator could not be started (message includes its output)."""
 
 
-def split_gs_uri(uri: str) -> Tuple[str, str]:
+def split_gs_uri(uri: str) -> tuple[str, str]:
     """``gs://bucket/a/b`` -> ``("bucket", "a/b")``; object part may be ''."""
     if not uri.startswith("gs://"):
         raise ValueError(f"not a gs:// URI: {uri!r}")
-    bucket, _, name = uri[len("gs://"):].partition("/")
+    bucket, _, name = uri[len("gs://") :].partition("/")
     if not bucket:
         raise ValueError(f"no bucket in gs:// URI: {uri!r}")
     return bucket, name
@@ -100,13 +100,22 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def _emulator_command(host: str, port: int, probe_bucket: str) -> List[str]:
+def _emulator_command(host: str, port: int, probe_bucket: str) -> list[str]:
     # -q: log only CRITICAL (the server logs every request at DEBUG otherwise).
     # --default-bucket: a bucket with a unique name, so readiness is checked
     # against *this* server and not whatever else may answer on the port.
-    return [sys.executable, "-c", _LAUNCHER, str(os.getpid()),
-            "start", f"--host={host}", f"--port={port}", "--in-memory", "-q",
-            f"--default-bucket={probe_bucket}"]
+    return [
+        sys.executable,
+        "-c",
+        _LAUNCHER,
+        str(os.getpid()),
+        "start",
+        f"--host={host}",
+        f"--port={port}",
+        "--in-memory",
+        "-q",
+        f"--default-bucket={probe_bucket}",
+    ]
 
 
 class GcsEmulator:
@@ -120,18 +129,22 @@ class GcsEmulator:
       start_timeout: seconds to wait for the server to answer.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: Optional[int] = None,
-                 project: str = "gcs-emulator-project",
-                 start_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        project: str = "gcs-emulator-project",
+        start_timeout: float = 30.0,
+    ) -> None:
         self.host = host
         self.port = port
         self.project = project
         self.start_timeout = start_timeout
-        self._proc: Optional[subprocess.Popen] = None
-        self._tmpdir: Optional[str] = None
-        self._log_path: Optional[str] = None
+        self._proc: subprocess.Popen | None = None
+        self._tmpdir: str | None = None
+        self._log_path: str | None = None
         self._client = None
-        self.adc_path: Optional[str] = None
+        self.adc_path: str | None = None
 
     # -- lifecycle --------------------------------------------------------
 
@@ -143,7 +156,7 @@ class GcsEmulator:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self) -> "GcsEmulator":
+    def start(self) -> GcsEmulator:
         if self._proc is not None:
             raise GcsEmulatorError("emulator already started")
         self._tmpdir = tempfile.mkdtemp(prefix="gcs-emulator-")
@@ -180,12 +193,12 @@ class GcsEmulator:
         child_env["STORAGE_BASE"] = self._tmpdir
         with open(self._log_path, "wb") as log:
             self._proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, cwd=self._tmpdir, env=child_env)
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self._tmpdir, env=child_env
+            )
         # Bypass any HTTP(S)_PROXY from the environment for the probe.
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         deadline = time.monotonic() + self.start_timeout
-        last_err: Optional[BaseException] = None
+        last_err: BaseException | None = None
         while time.monotonic() < deadline:
             rc = self._proc.poll()
             if rc is not None:
@@ -193,15 +206,16 @@ class GcsEmulator:
                 raise GcsEmulatorError(
                     f"gcp-storage-emulator exited with code {rc} before "
                     f"answering on {self.url}.\ncommand: {shown}\n"
-                    f"output:\n{self._read_log()}")
+                    f"output:\n{self._read_log()}"
+                )
             # The server binds in a thread: on failure (e.g. "Address already
             # in use") it prints a traceback and hangs instead of exiting.
             output = self._read_log()
             if "Traceback (most recent call last)" in output:
                 self._kill()
                 raise GcsEmulatorError(
-                    f"gcp-storage-emulator failed to start on {self.url}.\n"
-                    f"command: {shown}\noutput:\n{output}")
+                    f"gcp-storage-emulator failed to start on {self.url}.\ncommand: {shown}\noutput:\n{output}"
+                )
             try:
                 with opener.open(probe_url, timeout=1.0) as resp:
                     if resp.status == 200:
@@ -213,7 +227,8 @@ class GcsEmulator:
         raise GcsEmulatorError(
             f"gcp-storage-emulator did not answer on {self.url} within "
             f"{self.start_timeout:.0f}s (last error: {last_err!r}).\n"
-            f"command: {shown}\noutput:\n{self._read_log()}")
+            f"command: {shown}\noutput:\n{self._read_log()}"
+        )
 
     def _read_log(self) -> str:
         try:
@@ -248,7 +263,7 @@ class GcsEmulator:
             self._tmpdir = None
         self.adc_path = None
 
-    def __enter__(self) -> "GcsEmulator":
+    def __enter__(self) -> GcsEmulator:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -257,7 +272,7 @@ class GcsEmulator:
     # -- environment ------------------------------------------------------
 
     @property
-    def env(self) -> Dict[str, str]:
+    def env(self) -> dict[str, str]:
         """Variables that point a (sub)process's Beam/GCS client here."""
         if self.adc_path is None:
             raise GcsEmulatorError("emulator not started")
@@ -288,9 +303,10 @@ class GcsEmulator:
         if self._client is None:
             from google.auth.credentials import AnonymousCredentials
             from google.cloud import storage
+
             self._client = storage.Client(
-                project=self.project, credentials=AnonymousCredentials(),
-                client_options={"api_endpoint": self.url})
+                project=self.project, credentials=AnonymousCredentials(), client_options={"api_endpoint": self.url}
+            )
             # Loopback only: never route through an environment proxy.
             self._client._http.trust_env = False
         return self._client
@@ -300,8 +316,7 @@ class GcsEmulator:
         self.client.create_bucket(name)
         return f"gs://{name}"
 
-    def upload_bytes(self, gs_uri: str, data: bytes,
-                     content_type: str = "application/octet-stream") -> str:
+    def upload_bytes(self, gs_uri: str, data: bytes, content_type: str = "application/octet-stream") -> str:
         bucket, name = split_gs_uri(gs_uri)
         if not name:
             raise ValueError(f"no object name in {gs_uri!r}")
@@ -309,7 +324,7 @@ class GcsEmulator:
         blob.upload_from_string(data, content_type=content_type)
         return gs_uri
 
-    def upload_dir(self, local_dir, gs_prefix: str) -> List[str]:
+    def upload_dir(self, local_dir, gs_prefix: str) -> list[str]:
         """Upload every file under ``local_dir`` (recursively) to
         ``gs_prefix/<relative path>``; returns the sorted URIs written."""
         root = Path(local_dir)
@@ -333,14 +348,13 @@ class GcsEmulator:
         bucket, prefix = split_gs_uri(gs_prefix)
         return list(self.client.list_blobs(bucket, prefix=prefix or None))
 
-    def list_uris(self, gs_prefix: str) -> List[str]:
+    def list_uris(self, gs_prefix: str) -> list[str]:
         """Sorted ``gs://`` URIs of all objects whose name starts with the
         prefix (plain string prefix, recursive, like GCS itself)."""
         bucket, _ = split_gs_uri(gs_prefix)
-        return sorted(f"gs://{bucket}/{b.name}"
-                      for b in self.list_blobs(gs_prefix))
+        return sorted(f"gs://{bucket}/{b.name}" for b in self.list_blobs(gs_prefix))
 
-    def download_to(self, gs_uris: Iterable[str], local_dir) -> List[str]:
+    def download_to(self, gs_uris: Iterable[str], local_dir) -> list[str]:
         """Download objects into ``local_dir`` under their basenames
         (flattened; duplicate basenames are an error); returns local paths."""
         out = []

@@ -42,13 +42,18 @@ def tables(tmp_path_factory):
     (root / "zz-other-header.csv").write_text("a,b\n1,2\n")
     width = len(header.split(","))
     good = ",".join(["90001", "1.5", "2.5", "3.5", "4", "blue", "true", "1"][:width])
-    (root / "z-bad-rows.csv").write_bytes("\n".join([
-        header,
-        good,                                    # fine
-        "90002,1",                               # too few fields
-        good.replace("90001", "90003").replace("blue", "bl\xffue"),  # invalid UTF-8 (raw byte below)
-        good.replace("90001", "90004").replace("true", "maybe"),     # not a declared bool
-    ]).encode("latin-1") + b"\n")
+    (root / "z-bad-rows.csv").write_bytes(
+        "\n".join(
+            [
+                header,
+                good,  # fine
+                "90002,1",  # too few fields
+                good.replace("90001", "90003").replace("blue", "bl\xffue"),  # invalid UTF-8 (raw byte below)
+                good.replace("90001", "90004").replace("true", "maybe"),  # not a declared bool
+            ]
+        ).encode("latin-1")
+        + b"\n"
+    )
     return root
 
 
@@ -57,16 +62,36 @@ def converted(tables, tmp_path_factory):
     config = tmp_path_factory.mktemp("cfg") / "csv.yaml"
     config.write_text("kind: csv\ncsv:\n  schema: {flag: bool}\n")
     out = tmp_path_factory.mktemp("out") / "ds"
-    assert main(["--config", str(config), "--input", str(tables / "*.csv*"), "--output", str(out),
-                 "--max_error_fraction", "0.5"]) == 0
+    assert (
+        main(
+            [
+                "--config",
+                str(config),
+                "--input",
+                str(tables / "*.csv*"),
+                "--output",
+                str(out),
+                "--max_error_fraction",
+                "0.5",
+            ]
+        )
+        == 0
+    )
     return out
 
 
 def test_feature_spec_is_inferred_over_all_data(converted):
     features = load_manifest(converted).features
     assert {n: f.dtype for n, f in features.items()} == {
-        "id": "int64", "x1": "float32", "x2": "float32", "x3": "float32", "count": "int64", "category": "string",
-        "flag": "int64", "label": "int64"}
+        "id": "int64",
+        "x1": "float32",
+        "x2": "float32",
+        "x3": "float32",
+        "count": "int64",
+        "category": "string",
+        "flag": "int64",
+        "label": "int64",
+    }
     assert features["id"].required and features["label"].required
     assert not features["x1"].required  # the sample has empty cells there
 

@@ -44,7 +44,12 @@ def test_class_folders_on_gcs(gcs_emulator, gcs_bucket, tmp_path):
 
     dataset = download_dataset(gcs_emulator, out, tmp_path / "dl")
     manifest = load_manifest(dataset)
-    assert (manifest.counts.listed, manifest.counts.written, manifest.counts.skipped, manifest.counts.errors) == (26, 24, 1, 1)
+    assert (manifest.counts.listed, manifest.counts.written, manifest.counts.skipped, manifest.counts.errors) == (
+        26,
+        24,
+        1,
+        1,
+    )
     [letter] = read_dead_letters(dataset)
     assert letter["source"] == f"gs://{gcs_bucket}/raw/circle/truncated.jpg" and letter["stage"] == "decode"
     seen = 0
@@ -84,7 +89,10 @@ def test_tabular_csv_on_gcs(gcs_emulator, gcs_bucket, tmp_path):
     dataset = download_dataset(gcs_emulator, out, tmp_path / "dl")
     manifest = load_manifest(dataset)
     ids = sorted(r["id"] for split in manifest.splits for r in read_split(dataset, split))
-    expected = sorted(int(line.split(",")[0]) for path in sorted((SAMPLE / "tabular").glob("*.csv"))
-                      for line in path.read_text().splitlines()[1:])
+    expected = sorted(
+        int(line.split(",")[0])
+        for path in sorted((SAMPLE / "tabular").glob("*.csv"))
+        for line in path.read_text().splitlines()[1:]
+    )
     assert len(ids) == manifest.counts.written == manifest.counts.listed
     assert set(expected) <= set(ids)  # the plain files' rows; the .gz file's rows make up the rest

@@ -14,12 +14,12 @@ import sys
 import textwrap
 import time
 
-import pytest
-
 import apache_beam as beam
+import pytest
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+
 # Aliased so pytest does not try to collect it as a test class.
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -66,8 +66,7 @@ def _uris(bucket, names):
 def test_fixture_env_is_exported(gcs_emulator):
     env = gcs_emulator.env
     assert env["STORAGE_EMULATOR_HOST"].startswith("http://127.0.0.1:")
-    for key in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS",
-                "GOOGLE_CLOUD_PROJECT"):
+    for key in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT"):
         assert os.environ[key] == env[key]
     with open(env["GOOGLE_APPLICATION_CREDENTIALS"]) as f:
         adc = json.load(f)
@@ -87,13 +86,11 @@ def test_upload_dir_list_and_read(gcs_emulator, gcs_bucket, tmp_path):
     (tmp_path / "labels.csv").write_bytes(b"path,label\n")
 
     written = gcs_emulator.upload_dir(tmp_path, f"gs://{gcs_bucket}/in/")
-    expected = sorted(_uris(gcs_bucket, [
-        "in/img/cat/1.jpg", "in/img/dog.png", "in/labels.csv"]))
+    expected = sorted(_uris(gcs_bucket, ["in/img/cat/1.jpg", "in/img/dog.png", "in/labels.csv"]))
     assert written == expected
     assert gcs_emulator.list_uris(f"gs://{gcs_bucket}/in") == expected
     assert gcs_emulator.list_uris(f"gs://{gcs_bucket}/in/img/") == expected[:2]
-    assert gcs_emulator.read_bytes(f"gs://{gcs_bucket}/in/img/dog.png") == (
-        b"\x89PNGdog")
+    assert gcs_emulator.read_bytes(f"gs://{gcs_bucket}/in/img/dog.png") == (b"\x89PNGdog")
 
 
 def test_start_failure_reports_server_output(gcs_emulator):
@@ -126,10 +123,13 @@ _ORPHAN_CODE = textwrap.dedent("""
 
 def test_server_exits_when_its_parent_dies():
     import socket
+
     proc = subprocess.run(
-        [sys.executable, "-c", _ORPHAN_CODE,
-         os.path.dirname(os.path.abspath(__file__))],
-        capture_output=True, text=True, timeout=60)
+        [sys.executable, "-c", _ORPHAN_CODE, os.path.dirname(os.path.abspath(__file__))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     port_str, tmpdir = proc.stdout.split()
     port = int(port_str)
@@ -147,8 +147,7 @@ def test_server_exits_when_its_parent_dies():
 # -- Beam FileSystems on gs:// ---------------------------------------------
 
 
-def test_match_double_star_returns_nested_objects_with_sizes(
-        gcs_emulator, gcs_bucket):
+def test_match_double_star_returns_nested_objects_with_sizes(gcs_emulator, gcs_bucket):
     _seed(gcs_emulator, gcs_bucket)
     before = time.time()
     found = _matched(f"gs://{gcs_bucket}/prefix/**")
@@ -167,23 +166,18 @@ def test_match_star_vs_double_star(gcs_emulator, gcs_bucket):
     _seed(gcs_emulator, gcs_bucket)
     b = gcs_bucket
     # `*` never crosses "/" (Beam translates it to [^/]*, client-side).
-    assert set(_matched(f"gs://{b}/prefix/*")) == _uris(
-        b, ["prefix/a.txt", "prefix/b.bin"])
+    assert set(_matched(f"gs://{b}/prefix/*")) == _uris(b, ["prefix/a.txt", "prefix/b.bin"])
     assert set(_matched(f"gs://{b}/prefix/*/*")) == _uris(b, ["prefix/sub/c.txt"])
     assert set(_matched(f"gs://{b}/prefix/*.txt")) == _uris(b, ["prefix/a.txt"])
     # A trailing "/" means "/*".
-    assert set(_matched(f"gs://{b}/prefix/")) == _uris(
-        b, ["prefix/a.txt", "prefix/b.bin"])
+    assert set(_matched(f"gs://{b}/prefix/")) == _uris(b, ["prefix/a.txt", "prefix/b.bin"])
     # `prefix*` is a name glob, not a directory walk: only slash-free names.
     assert _matched(f"gs://{b}/prefix*") == {}
-    assert set(_matched(f"gs://{b}/prefix*/**")) == _uris(
-        b, [n for n in NESTED if n.startswith("prefix")])
+    assert set(_matched(f"gs://{b}/prefix*/**")) == _uris(b, [n for n in NESTED if n.startswith("prefix")])
     # `**` crosses "/" ...
-    assert set(_matched(f"gs://{b}/**.txt")) == _uris(
-        b, [n for n in NESTED if n.endswith(".txt")])
+    assert set(_matched(f"gs://{b}/**.txt")) == _uris(b, [n for n in NESTED if n.endswith(".txt")])
     # ... but "prefix/**/*.txt" needs at least one directory level below.
-    assert set(_matched(f"gs://{b}/prefix/**/*.txt")) == _uris(
-        b, ["prefix/sub/c.txt", "prefix/sub/deep/d.txt"])
+    assert set(_matched(f"gs://{b}/prefix/**/*.txt")) == _uris(b, ["prefix/sub/c.txt", "prefix/sub/deep/d.txt"])
     # No glob: exact object lookup.
     assert set(_matched(f"gs://{b}/prefix/a.txt")) == _uris(b, ["prefix/a.txt"])
     assert _matched(f"gs://{b}/prefix/missing.txt") == {}
@@ -201,11 +195,9 @@ def test_generation_and_updated_metadata(gcs_emulator, gcs_bucket):
     # generation/crc32c fields.
     meta = _matched(f"gs://{gcs_bucket}/fp/**")[uri]
     assert meta.size_in_bytes == 5
-    assert meta.last_updated_in_seconds == pytest.approx(
-        blob1.updated.timestamp(), abs=1e-3)
+    assert meta.last_updated_in_seconds == pytest.approx(blob1.updated.timestamp(), abs=1e-3)
     assert not hasattr(meta, "generation")
-    assert FileSystems.last_updated(uri) == pytest.approx(
-        meta.last_updated_in_seconds, abs=1e-3)
+    assert FileSystems.last_updated(uri) == pytest.approx(meta.last_updated_in_seconds, abs=1e-3)
     # crc32c is reachable through Beam, one object at a time.
     assert FileSystems.checksum(uri) == blob1.crc32c
 
@@ -249,6 +241,7 @@ def test_beam_in_process_uses_emulator_and_fake_adc(gcs_emulator):
     # the client Beam builds now carries the fake (non-expiring) token and
     # talks to the emulator.
     from apache_beam.io.gcp import gcsio
+
     client = gcsio.GcsIO().client
     assert client._connection.API_BASE_URL == gcs_emulator.url
     assert client._credentials.token == "gcs-emulator-fake-access-token"
@@ -258,21 +251,19 @@ def test_beam_in_process_uses_emulator_and_fake_adc(gcs_emulator):
 # -- pipelines -------------------------------------------------------------
 
 
-def test_write_to_tfrecord_gzip_on_gcs_roundtrip(
-        gcs_emulator, gcs_bucket, tmp_path):
+def test_write_to_tfrecord_gzip_on_gcs_roundtrip(gcs_emulator, gcs_bucket, tmp_path):
     import tensorflow as tf
 
-    records = [f"record-{i:03d}-".encode() + os.urandom(i % 17)
-               for i in range(60)]
+    records = [f"record-{i:03d}-".encode() + os.urandom(i % 17) for i in range(60)]
     out_prefix = f"gs://{gcs_bucket}/tfr/part"
     with BeamTestPipeline(runner=RUNNER) as p:
-        _ = (p
-             | beam.Create(records)
-             | beam.io.WriteToTFRecord(
-                 out_prefix,
-                 compression_type=CompressionTypes.GZIP,
-                 num_shards=2,
-                 file_name_suffix=".tfrecord.gz"))
+        _ = (
+            p
+            | beam.Create(records)
+            | beam.io.WriteToTFRecord(
+                out_prefix, compression_type=CompressionTypes.GZIP, num_shards=2, file_name_suffix=".tfrecord.gz"
+            )
+        )
 
     uris = gcs_emulator.list_uris(f"gs://{gcs_bucket}/")
     assert uris == [
@@ -292,17 +283,18 @@ def test_fileio_match_all_and_read_in_pipeline(gcs_emulator, gcs_bucket):
     _seed(gcs_emulator, gcs_bucket)
     b = gcs_bucket
     patterns = [f"gs://{b}/prefix/sub/**", f"gs://{b}/other/*"]
-    expected = [(f"gs://{b}/{n}", len(d), d) for n, d in NESTED.items()
-                if n.startswith("prefix/sub/") or n.startswith("other/")]
+    expected = [
+        (f"gs://{b}/{n}", len(d), d) for n, d in NESTED.items() if n.startswith("prefix/sub/") or n.startswith("other/")
+    ]
 
     with BeamTestPipeline(runner=RUNNER) as p:
-        contents = (p
-                    | beam.Create(patterns)
-                    | fileio.MatchAll()
-                    | fileio.ReadMatches()
-                    | beam.Map(lambda f: (f.metadata.path,
-                                          f.metadata.size_in_bytes,
-                                          f.read())))
+        contents = (
+            p
+            | beam.Create(patterns)
+            | fileio.MatchAll()
+            | fileio.ReadMatches()
+            | beam.Map(lambda f: (f.metadata.path, f.metadata.size_in_bytes, f.read()))
+        )
         assert_that(contents, equal_to(expected))
 
 
@@ -327,22 +319,23 @@ def test_subprocess_uses_env_without_adc_stall(gcs_emulator, gcs_bucket):
     _seed(gcs_emulator, gcs_bucket)
     # Start from an environment *without* the fixture's variables so this
     # proves that `gcs_emulator.env` alone is sufficient.
-    base = {k: v for k, v in os.environ.items()
-            if k not in gcs_emulator.env}
+    base = {k: v for k, v in os.environ.items() if k not in gcs_emulator.env}
     t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-c", _SUBPROCESS_CODE, gcs_bucket],
-        env={**base, **gcs_emulator.env}, capture_output=True, text=True,
-        timeout=60)
+        env={**base, **gcs_emulator.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr
     assert "Unable to find default credentials" not in proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [tuple(m) for m in out["matched"]] == sorted(
-        (f"gs://{gcs_bucket}/{n}", len(d)) for n, d in NESTED.items()
-        if n.startswith("prefix/"))
-    assert gcs_emulator.read_bytes(
-        f"gs://{gcs_bucket}/from-subprocess.txt") == b"written by child"
+        (f"gs://{gcs_bucket}/{n}", len(d)) for n, d in NESTED.items() if n.startswith("prefix/")
+    )
+    assert gcs_emulator.read_bytes(f"gs://{gcs_bucket}/from-subprocess.txt") == b"written by child"
     # ADC retries would cost ~20 s; the whole child (imports included) must
     # finish well inside 10 s.
     assert elapsed < 10, f"subprocess took {elapsed:.1f}s\n{proc.stderr}"

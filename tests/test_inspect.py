@@ -15,10 +15,10 @@ import tensorflow as tf
 from PIL import Image
 
 from pipeline import contact_sheet, storage
+from pipeline.cli import main as pipeline_main
 from pipeline.commands import inspect
 from pipeline.contract.manifest import read_manifest
 from pipeline.tfrecord_reader import read_records
-from pipeline.cli import main as pipeline_main
 from tests.trainer.conftest import SAMPLE, converted
 
 
@@ -93,10 +93,12 @@ def test_verify_names_a_truncated_shard(images, tmp_path, capsys):
     data = copy(images, tmp_path)
     shard = json.loads((data / "manifest.json").read_text())["splits"]["train"]["shards"][1]
     raw = (data / shard).read_bytes()
-    (data / shard).write_bytes(raw[:len(raw) // 2])
+    (data / shard).write_bytes(raw[: len(raw) // 2])
     code, out = inspect_main(capsys, data, "--verify")
     assert code == 1
-    problems = [line.strip() for line in out.splitlines()[out.splitlines().index(next(l for l in out.splitlines() if l.startswith("VERIFY FAILED"))) + 1:]]
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("VERIFY FAILED")) + 1
+    problems = [line.strip() for line in lines[first:]]
     assert problems[0].startswith(f"{shard}: record ") and "truncated" in problems[0], problems
     assert any(p.startswith("split train: the manifest says") and shard in p for p in problems), problems
     other = json.loads((data / "manifest.json").read_text())["splits"]["train"]["shards"][0]
@@ -110,9 +112,9 @@ def test_verify_names_a_record_with_a_bad_crc(images, tmp_path, capsys):
     # Walk to record 3 and flip a byte in the middle of its data.
     offset = 0
     for _ in range(3):
-        (length,) = struct.unpack("<Q", raw[offset:offset + 8])
+        (length,) = struct.unpack("<Q", raw[offset : offset + 8])
         offset += 12 + length + 4
-    (length,) = struct.unpack("<Q", raw[offset:offset + 8])
+    (length,) = struct.unpack("<Q", raw[offset : offset + 8])
     raw[offset + 12 + length // 2] ^= 0xFF
     (data / shard).write_bytes(gzip.compress(bytes(raw)))
     code, out = inspect_main(capsys, data, "--verify")
@@ -127,7 +129,7 @@ def test_verify_fails_on_wrong_manifest_counts(images, tmp_path, capsys):
     (data / "manifest.json").write_text(json.dumps(manifest))
     code, out = inspect_main(capsys, data, "--verify")
     assert code == 1
-    line = next(l for l in out.splitlines() if "split validation: the manifest says" in l)
+    line = next(text for text in out.splitlines() if "split validation: the manifest says" in text)
     records = manifest["splits"]["validation"]["records"]
     assert f"says {records} records, the shards hold {records - 1}" in line
     assert all(shard in line for shard in manifest["splits"]["validation"]["shards"])  # per-shard counts named
@@ -163,8 +165,12 @@ def test_reader_matches_tensorflow(images):
 def filled_tiles(sheet: Image.Image) -> int:
     """Slots of the grid whose tile was drawn (tiles are dark, unused slots white)."""
     columns, rows = sheet.width // contact_sheet.TILE_WIDTH, sheet.height // contact_sheet.TILE_HEIGHT
-    return sum(sheet.getpixel((c * contact_sheet.TILE_WIDTH + 2, r * contact_sheet.TILE_HEIGHT + 2)) == contact_sheet.TILE_BACKGROUND
-               for c in range(columns) for r in range(rows))
+    return sum(
+        sheet.getpixel((c * contact_sheet.TILE_WIDTH + 2, r * contact_sheet.TILE_HEIGHT + 2))
+        == contact_sheet.TILE_BACKGROUND
+        for c in range(columns)
+        for r in range(rows)
+    )
 
 
 @pytest.mark.parametrize("samples", [5, 9])
@@ -217,7 +223,7 @@ def test_on_gcs(images, with_errors, gcs_emulator, gcs_bucket, tmp_path, capsys)
 
     shard = json.loads((images / "manifest.json").read_text())["splits"]["validation"]["shards"][1]
     raw = (images / shard).read_bytes()
-    gcs_emulator.upload_bytes(f"{prefix}/{shard}", raw[:len(raw) - 100])
+    gcs_emulator.upload_bytes(f"{prefix}/{shard}", raw[: len(raw) - 100])
     code, out = inspect_main(capsys, prefix, "--verify")
     assert code == 1
     assert f"{shard}: record " in out

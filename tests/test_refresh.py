@@ -12,9 +12,9 @@ import pytest
 import tensorflow as tf
 
 from pipeline.cli import main
-from pipeline.contract.versions import LATEST_NAME, LatestPointerError, is_version, new_version, resolve_dataset
-from pipeline.contract.manifest import Counts, Manifest
 from pipeline.contract.layout import REJECTED_MANIFEST_NAME
+from pipeline.contract.manifest import Counts, Manifest
+from pipeline.contract.versions import LATEST_NAME, LatestPointerError, is_version, new_version, resolve_dataset
 from pipeline.storage import read_text
 from pipeline.version_store import VersionPublication, apply_retention, version_states
 from tests import broken_images
@@ -64,7 +64,7 @@ class GcsStore:
 
     def files(self, rel: str) -> list[str]:
         prefix = self.uri(rel) + "/"
-        return sorted(u[len(prefix):] for u in self.emulator.list_uris(prefix))
+        return sorted(u[len(prefix) :] for u in self.emulator.list_uris(prefix))
 
     def download(self, rel: str, local: pathlib.Path) -> pathlib.Path:
         self.emulator.download_to(self.emulator.list_uris(self.uri(rel) + "/"), local)
@@ -101,59 +101,79 @@ def split_of_each_source(store, version: str, tmp_path: pathlib.Path) -> dict[st
     """{key below the input root: split} from the records of one version, read with TensorFlow."""
     folder = store.download(f"root/{version}", tmp_path / f"dl-{version}")
     prefix = store.uri("in") + "/"
-    return {record["image/filename"].decode().removeprefix(prefix): split
-            for split in ("train", "validation") for record in read_split(folder, split)}
+    return {
+        record["image/filename"].decode().removeprefix(prefix): split
+        for split in ("train", "validation")
+        for record in read_split(folder, split)
+    }
 
 
-def test_refresh_publishes_skips_keeps_splits_survives_failure_and_retains(store, tmp_path, capsys):
+def add_source(store, key: str = "square/added.jpg") -> str:
+    store.put(f"in/{key}", broken_images.image_bytes("JPEG", "RGB"))
+    return key
+
+
+def test_the_first_refresh_publishes_a_version_that_latest_names(store, tmp_path):
     keys = seed_input(store)
-
-    # First refresh: version 1, and LATEST names it.
     assert refresh(store) == 0
     v1 = latest(store)
     assert is_version(v1) and version_states(store.uri("root")) == {v1: "complete"}
     assert resolve_dataset(store.uri("root"), read_text) == store.uri(f"root/{v1}")
-    splits_v1 = split_of_each_source(store, v1, tmp_path)
-    assert splits_v1 == {key: assign_split(key, FRACTIONS) for key in keys}
+    assert split_of_each_source(store, v1, tmp_path) == {key: assign_split(key, FRACTIONS) for key in keys}
 
-    # Same input again: skipped, nothing written (not even LATEST rewritten).
+
+def test_unchanged_input_is_skipped_and_nothing_is_written(store, capsys):
+    seed_input(store)
+    assert refresh(store) == 0
     before = store.snapshot("root")
     capsys.readouterr()
     assert refresh(store) == 0
     assert "nothing changed" in capsys.readouterr().out
-    assert store.snapshot("root") == before
+    assert store.snapshot("root") == before  # not even LATEST rewritten
 
-    # One more file: version 2 holds it, and no old source changed split.
-    added = "square/added.jpg"
-    store.put(f"in/{added}", broken_images.image_bytes("JPEG", "RGB"))
+
+def test_a_new_source_makes_a_new_version_and_no_source_changes_split(store, tmp_path):
+    seed_input(store)
+    assert refresh(store) == 0
+    v1 = latest(store)
+    added = add_source(store)
     assert refresh(store) == 0
     v2 = latest(store)
     assert v2 > v1
-    splits_v2 = split_of_each_source(store, v2, tmp_path)
+    splits_v1, splits_v2 = (split_of_each_source(store, v, tmp_path) for v in (v1, v2))
     assert set(splits_v2) == set(splits_v1) | {added}
     assert {key: splits_v2[key] for key in splits_v1} == splits_v1
     assert splits_v2[added] == assign_split(added, FRACTIONS)
 
-    # A run that fails its error budget mid-way (a truncated JPEG is caught while reading): exit 1,
-    # LATEST stays on version 2, and the failed version has no manifest.json and no shards, only
-    # the error report and the rejected manifest that explain it.
+
+def test_a_run_over_its_error_budget_leaves_latest_and_only_its_report(store):
+    """A truncated JPEG is caught while reading: exit 1, LATEST stays, and the failed version has
+    no manifest.json and no shards, only the error report and the rejected manifest."""
+    seed_input(store)
+    assert refresh(store) == 0
+    v1 = latest(store)
     store.put("in/circle/truncated.jpg", broken_images.truncated_jpeg())
     assert refresh(store, "--max_error_fraction", "0") == 1
-    assert latest(store) == v2
-    assert resolve_dataset(store.uri("root"), read_text) == store.uri(f"root/{v2}")
+    assert latest(store) == v1
+    assert resolve_dataset(store.uri("root"), read_text) == store.uri(f"root/{v1}")
     [failed] = [v for v, state in version_states(store.uri("root")).items() if state == "rejected"]
-    assert failed > v2
+    assert failed > v1
     assert store.files(f"root/{failed}") == ["errors-00000-of-00001.jsonl", REJECTED_MANIFEST_NAME]
-    report = read_text(store.uri(f"root/{failed}/errors-00000-of-00001.jsonl"))
-    assert "circle/truncated.jpg" in report
+    assert "circle/truncated.jpg" in read_text(store.uri(f"root/{failed}/errors-00000-of-00001.jsonl"))
 
-    # Input fixed (the broken file replaced): version 3; --keep 2 deletes version 1 and the failed one.
-    store.put("in/circle/truncated.jpg", broken_images.image_bytes("JPEG", "RGB", (32, 32)))
-    assert refresh(store, "--keep", "2") == 0
-    v3 = latest(store)
-    assert v3 > failed
-    assert version_states(store.uri("root")) == {v2: "complete", v3: "complete"}
-    assert sorted(store.files("root")) == sorted([LATEST_NAME] + [f"{v}/{f}" for v in (v2, v3) for f in store.files(f"root/{v}")])
+
+def test_keep_deletes_older_and_failed_versions_once_a_new_one_is_published(store):
+    seed_input(store)
+    assert refresh(store) == 0
+    v1 = latest(store)
+    store.put("in/circle/truncated.jpg", broken_images.truncated_jpeg())
+    assert refresh(store, "--max_error_fraction", "0") == 1
+    store.put("in/circle/truncated.jpg", broken_images.image_bytes("JPEG", "RGB", (32, 32)))  # input fixed
+    assert refresh(store, "--keep", "1") == 0
+    v2 = latest(store)
+    assert v2 > v1
+    assert version_states(store.uri("root")) == {v2: "complete"}
+    assert sorted(store.files("root")) == sorted([LATEST_NAME] + [f"{v2}/{f}" for f in store.files(f"root/{v2}")])
 
 
 def _version(now: datetime.datetime, hours_ago: float) -> str:
@@ -170,11 +190,22 @@ def test_retention_never_deletes_what_latest_names_or_anything_newer(store):
     """Folders laid out by hand, as crashed, failed and rolled-back refreshes leave them."""
     now = datetime.datetime.now(datetime.timezone.utc)
     old, older_failed, abandoned, pointed, newer_a, newer_b, newer_unfinished = (
-        _version(now, h) for h in (200, 150, 120, 100, 80, 60, 50))
-    _lay_out(store, "root", {old: "manifest.json", older_failed: REJECTED_MANIFEST_NAME,
-                             abandoned: "train-00000-of-00001.tfrecord.gz", pointed: "manifest.json",
-                             newer_a: "manifest.json", newer_b: "manifest.json", newer_unfinished: "beam-temp-x/part"},
-             latest_version=pointed)  # LATEST rolled back by an operator
+        _version(now, h) for h in (200, 150, 120, 100, 80, 60, 50)
+    )
+    _lay_out(
+        store,
+        "root",
+        {
+            old: "manifest.json",
+            older_failed: REJECTED_MANIFEST_NAME,
+            abandoned: "train-00000-of-00001.tfrecord.gz",
+            pointed: "manifest.json",
+            newer_a: "manifest.json",
+            newer_b: "manifest.json",
+            newer_unfinished: "beam-temp-x/part",
+        },
+        latest_version=pointed,
+    )  # LATEST rolled back by an operator
     store.put("root/notes/README", b"not a version: never touched")
 
     deleted = apply_retention(store.uri("root"), keep=1, latest=pointed)
@@ -188,8 +219,12 @@ def test_retention_never_deletes_what_latest_names_or_anything_newer(store):
 
     # A young folder without a manifest, older than LATEST, may still be running: left alone.
     old, young_running, pointed = (_version(now, h) for h in (10, 1.5, 1))
-    _lay_out(store, "root2", {old: "manifest.json", young_running: "beam-temp-x/part", pointed: "manifest.json"},
-             latest_version=pointed)
+    _lay_out(
+        store,
+        "root2",
+        {old: "manifest.json", young_running: "beam-temp-x/part", pointed: "manifest.json"},
+        latest_version=pointed,
+    )
     assert apply_retention(store.uri("root2"), keep=1, latest=pointed) == [old]
     assert set(version_states(store.uri("root2"))) == {young_running, pointed}
 
@@ -260,8 +295,11 @@ def test_a_refresh_killed_mid_run_leaves_latest_and_the_next_refresh_works(tmp_p
             for path in sorted(label_dir.iterdir()):
                 shutil.copy(path, source / label_dir.name / f"{copy}-{path.name}")
 
-    run = subprocess.Popen([sys.executable, "-m", "pipeline", "refresh", "--input", str(source), "--output", str(root)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "refresh", "--input", str(source), "--output", str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while not list(root.glob("*/beam-temp-*")) and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)

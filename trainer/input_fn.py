@@ -11,14 +11,15 @@ here are per input pipeline / per replica (`InputContext.get_per_replica_batch_s
 has a static shape, as XLA and TPUs require.
 
 Images come out as uint8 [B, S, S, 3] (the models cast and rescale on the device: a quarter of the
-bytes of float32 to batch on the host and to feed to a TPU or GPU), labels as int32 [B]. Tabular records come out as ({column: [B] tensor of the manifest's dtype}, label [B]); missing
-values of optional columns take a default (0, 0.0 or "").
+bytes of float32 to batch on the host and to feed to a TPU or GPU), labels as int32 [B]. Tabular
+records come out as ({column: [B] tensor of the manifest's dtype}, label [B]); missing values of
+optional columns take a default (0, 0.0 or "").
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
@@ -53,13 +54,22 @@ def check_batch_size(manifest: Manifest, split: str, global_batch_size: int) -> 
     if global_batch_size <= 0:
         raise BatchSizeError(f"batch size must be positive, got {global_batch_size}")
     if global_batch_size > records:
-        raise BatchSizeError(f"global batch size {global_batch_size} is larger than the {split!r} split "
-                             f"({records} records): lower --batch_size")
+        raise BatchSizeError(
+            f"global batch size {global_batch_size} is larger than the {split!r} split "
+            f"({records} records): lower --batch_size"
+        )
     return records // global_batch_size
 
 
-def record_dataset(paths: Sequence[str], *, training: bool, input_context=None, seed: int | None = None,
-                   repeat: bool | None = None, shuffle_buffer: int = 0) -> tf.data.Dataset:
+def record_dataset(
+    paths: Sequence[str],
+    *,
+    training: bool,
+    input_context=None,
+    seed: int | None = None,
+    repeat: bool | None = None,
+    shuffle_buffer: int = 0,
+) -> tf.data.Dataset:
     """Serialized Examples of the given shards, this input pipeline's share of them: files
     shuffled and read interleaved in a non-deterministic order when training, then records
     shuffled in a buffer of `shuffle_buffer`; read round-robin in a fixed order otherwise.
@@ -73,9 +83,13 @@ def record_dataset(paths: Sequence[str], *, training: bool, input_context=None, 
             # Before shuffling, so every pipeline gets a disjoint, fixed subset of the files.
             files = files.shard(num_pipelines, pipeline_id)
         else:
-            _LOG.warning("%d shard file(s) for %d input pipelines: sharding records instead of files "
-                         "(each pipeline reads every file); convert with --reader_hosts %d for efficient reads",
-                         len(paths), num_pipelines, num_pipelines)
+            _LOG.warning(
+                "%d shard file(s) for %d input pipelines: sharding records instead of files "
+                "(each pipeline reads every file); convert with --reader_hosts %d for efficient reads",
+                len(paths),
+                num_pipelines,
+                num_pipelines,
+            )
             shard_records = True
     n_files = len(paths) if shard_records or num_pipelines == 1 else len(range(pipeline_id, len(paths), num_pipelines))
     # Sharding records needs the same record order in every pipeline: no file shuffle, fixed order.
@@ -86,8 +100,11 @@ def record_dataset(paths: Sequence[str], *, training: bool, input_context=None, 
         files = files.repeat()
     records = files.interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP", buffer_size=READ_BUFFER_BYTES),
-        cycle_length=max(1, min(n_files, MAX_CYCLE_LENGTH)), block_length=1,
-        num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+        cycle_length=max(1, min(n_files, MAX_CYCLE_LENGTH)),
+        block_length=1,
+        num_parallel_calls=AUTOTUNE,
+        deterministic=deterministic,
+    )
     if shard_records:
         records = records.shard(num_pipelines, pipeline_id)
     if training and shuffle_buffer > 1:
@@ -134,10 +151,21 @@ def decode_and_resize(encoded: tf.Tensor, image_size: int) -> tf.Tensor:
     return tf.saturate_cast(tf.round(resized), tf.uint8)
 
 
-def image_dataset(data: str, manifest: Manifest, split: str, batch_size: int, *, image_size: int = 224,
-                  training: bool, input_context=None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
-                  seed: int | None = None, repeat: bool | None = None, augment: bool | None = None,
-                  paths: Sequence[str] | None = None) -> tf.data.Dataset:
+def image_dataset(
+    data: str,
+    manifest: Manifest,
+    split: str,
+    batch_size: int,
+    *,
+    image_size: int = 224,
+    training: bool,
+    input_context=None,
+    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+    seed: int | None = None,
+    repeat: bool | None = None,
+    augment: bool | None = None,
+    paths: Sequence[str] | None = None,
+) -> tf.data.Dataset:
     """(images uint8 [batch_size, image_size, image_size, 3], labels int32 [batch_size]).
 
     `batch_size` is this pipeline's (per replica). Training data repeats forever (the loop counts
@@ -148,9 +176,14 @@ def image_dataset(data: str, manifest: Manifest, split: str, batch_size: int, *,
     check_batch_size(manifest, split, batch_size * replicas)
     augment = training if augment is None else augment
     spec = {encoded_key: tf.io.FixedLenFeature([], tf.string), label_key: tf.io.FixedLenFeature([], tf.int64)}
-    records = record_dataset(paths or manifest_io.shard_paths(data, manifest, split), training=training,
-                             input_context=input_context, seed=seed, repeat=repeat,
-                             shuffle_buffer=min(shuffle_buffer, manifest.splits[split].records))
+    records = record_dataset(
+        paths or manifest_io.shard_paths(data, manifest, split),
+        training=training,
+        input_context=input_context,
+        seed=seed,
+        repeat=repeat,
+        shuffle_buffer=min(shuffle_buffer, manifest.splits[split].records),
+    )
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)
@@ -166,12 +199,13 @@ def image_dataset(data: str, manifest: Manifest, split: str, batch_size: int, *,
     # parallel map call, then the real batch: decoding is the CPU-heavy part and spreads over
     # every core this way (benchmarked against decoding inside the batched map: see
     # scripts/benchmark_input.py).
-    dataset = (records
-               .batch(PARSE_BATCH)
-               .map(parse, num_parallel_calls=AUTOTUNE, deterministic=not training)
-               .unbatch()
-               .map(decode, num_parallel_calls=AUTOTUNE, deterministic=not training)
-               .batch(batch_size, drop_remainder=True))
+    dataset = (
+        records.batch(PARSE_BATCH)
+        .map(parse, num_parallel_calls=AUTOTUNE, deterministic=not training)
+        .unbatch()
+        .map(decode, num_parallel_calls=AUTOTUNE, deterministic=not training)
+        .batch(batch_size, drop_remainder=True)
+    )
     return _finish(dataset, training)
 
 
@@ -189,11 +223,14 @@ def tabular_columns(manifest: Manifest, label: str, features: Sequence[str] | No
     """The input columns: `features` if given, else every feature but the label (checked)."""
     label_spec = manifest_io.feature(manifest, label, "label column (--label)")
     if not label_spec.required:
-        raise TrainerError(f"label column {label!r} is missing from some records (required=false in the manifest); "
-                           f"training needs a label on every record")
+        raise TrainerError(
+            f"label column {label!r} is missing from some records (required=false in the manifest); "
+            f"training needs a label on every record"
+        )
     if label_spec.dtype == "string":
-        raise TrainerError(f"label column {label!r} holds strings; convert it to int64 class ids "
-                           f"(or float32 for regression)")
+        raise TrainerError(
+            f"label column {label!r} holds strings; convert it to int64 class ids (or float32 for regression)"
+        )
     columns = list(features) if features else [name for name in manifest.features if name != label]
     for name in columns:
         manifest_io.feature(manifest, name, "feature column")
@@ -204,10 +241,21 @@ def tabular_columns(manifest: Manifest, label: str, features: Sequence[str] | No
     return columns
 
 
-def tabular_dataset(data: str, manifest: Manifest, split: str, batch_size: int, *, label: str,
-                    training: bool, features: Sequence[str] | None = None, string_buckets: int | None = None,
-                    input_context=None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER, seed: int | None = None,
-                    repeat: bool | None = None) -> tf.data.Dataset:
+def tabular_dataset(
+    data: str,
+    manifest: Manifest,
+    split: str,
+    batch_size: int,
+    *,
+    label: str,
+    training: bool,
+    features: Sequence[str] | None = None,
+    string_buckets: int | None = None,
+    input_context=None,
+    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+    seed: int | None = None,
+    repeat: bool | None = None,
+) -> tf.data.Dataset:
     """({column: [batch_size] tensor}, label [batch_size]): int64 labels become int32 class ids,
     float32 labels stay float32 (regression). Columns keep their declared dtype, except that with
     `string_buckets` string columns become int64 hash buckets (so no string reaches an accelerator)."""
@@ -215,9 +263,14 @@ def tabular_dataset(data: str, manifest: Manifest, split: str, batch_size: int, 
     _, _, replicas = _num_pipelines(input_context)
     check_batch_size(manifest, split, batch_size * replicas)
     spec = tabular_parse_spec(manifest, [*columns, label])
-    records = record_dataset(manifest_io.shard_paths(data, manifest, split), training=training,
-                             input_context=input_context, seed=seed, repeat=repeat,
-                             shuffle_buffer=min(shuffle_buffer, manifest.splits[split].records))
+    records = record_dataset(
+        manifest_io.shard_paths(data, manifest, split),
+        training=training,
+        input_context=input_context,
+        seed=seed,
+        repeat=repeat,
+        shuffle_buffer=min(shuffle_buffer, manifest.splits[split].records),
+    )
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)
@@ -225,13 +278,15 @@ def tabular_dataset(data: str, manifest: Manifest, split: str, batch_size: int, 
         if target.dtype == tf.int64:
             target = tf.cast(target, tf.int32)
         if string_buckets:
-            parsed = {name: tf.strings.to_hash_bucket_fast(value, string_buckets) if value.dtype == tf.string else value
-                      for name, value in parsed.items()}
+            parsed = {
+                name: tf.strings.to_hash_bucket_fast(value, string_buckets) if value.dtype == tf.string else value
+                for name, value in parsed.items()
+            }
         return parsed, target
 
-    dataset = (records
-               .batch(batch_size, drop_remainder=True)
-               .map(parse, num_parallel_calls=AUTOTUNE, deterministic=not training))
+    dataset = records.batch(batch_size, drop_remainder=True).map(
+        parse, num_parallel_calls=AUTOTUNE, deterministic=not training
+    )
     return _finish(dataset, training)
 
 
@@ -244,7 +299,10 @@ def dataset_fn(make: Callable[..., tf.data.Dataset], global_batch_size: int, **k
     each with the per-replica batch size and its share of the files."""
 
     def fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-        return make(batch_size=input_context.get_per_replica_batch_size(global_batch_size),
-                    input_context=input_context, **kwargs)
+        return make(
+            batch_size=input_context.get_per_replica_batch_size(global_batch_size),
+            input_context=input_context,
+            **kwargs,
+        )
 
     return fn

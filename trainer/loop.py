@@ -17,17 +17,18 @@ import dataclasses
 import json
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import keras
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-
 _LOG = logging.getLogger(__name__)
 _SUM = tf.distribute.ReduceOp.SUM
 # What tensorboard.summary.scalar writes, without needing the tensorboard package installed.
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+)
 
 
 def scalar_summary(name: str, value: float, step: int) -> None:
@@ -103,17 +104,28 @@ class TrainingLoop:
             self.model = build_model()
             learning_rate = config.learning_rate
             if config.schedule == "cosine":
-                learning_rate = keras.optimizers.schedules.CosineDecay(learning_rate, decay_steps=max(1, config.total_steps))
+                learning_rate = keras.optimizers.schedules.CosineDecay(
+                    learning_rate, decay_steps=max(1, config.total_steps)
+                )
             optimizer = make_optimizer(config.optimizer, learning_rate)
             if config.loss_scale:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(self.model.trainable_variables)  # so a restore finds every slot variable
             self.optimizer = optimizer
-            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
-                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.step = tf.Variable(
+                0,
+                dtype=tf.int64,
+                trainable=False,
+                name="global_step",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step)
-        self.manager = tf.train.CheckpointManager(self.checkpoint, tf.io.gfile.join(config.model_dir, "checkpoints"),
-                                                  max_to_keep=config.max_checkpoints, step_counter=self.step)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint,
+            tf.io.gfile.join(config.model_dir, "checkpoints"),
+            max_to_keep=config.max_checkpoints,
+            step_counter=self.step,
+        )
         self._loss = _per_example_loss(config.classification)
         self._train_steps = tf.function(self._train_steps_fn)
         self._eval_steps = tf.function(self._eval_steps_fn)
@@ -124,12 +136,14 @@ class TrainingLoop:
         model, optimizer = self.model, self.optimizer
         with tf.GradientTape() as tape:
             logits = model(features, training=True)
-            loss = tf.nn.compute_average_loss(self._loss(labels, logits), global_batch_size=self.config.global_batch_size)
+            loss = tf.nn.compute_average_loss(
+                self._loss(labels, logits), global_batch_size=self.config.global_batch_size
+            )
             if model.losses:  # weight regularisation, spread over the replicas
                 loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
             scaled = optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss, _correct(self.config.classification, labels, logits)
 
     def _train_steps_fn(self, iterator, steps):
@@ -177,7 +191,10 @@ class TrainingLoop:
         result.start_step = step = int(self.step.numpy())
         if step >= c.total_steps:
             _LOG.info("already trained to step %d (target %d): nothing to train", step, c.total_steps)
-        writers = {name: tf.summary.create_file_writer(tf.io.gfile.join(c.model_dir, f"logs/{name}")) for name in ("train", "validation")}
+        writers = {
+            name: tf.summary.create_file_writer(tf.io.gfile.join(c.model_dir, f"logs/{name}"))
+            for name in ("train", "validation")
+        }
         iterator = iter(train_dataset) if step < c.total_steps else None
         started = time.monotonic()
         trained_examples, train_seconds, last_saved = 0, 0.0, step
@@ -188,7 +205,12 @@ class TrainingLoop:
             while step < epoch_end:
                 n = min(c.steps_per_loop, epoch_end - step)
                 loop_loss, loop_correct = self._train_steps(iterator, tf.constant(n))
-                loss_sum, correct, done, step = loss_sum + float(loop_loss), correct + int(loop_correct), done + n, step + n
+                loss_sum, correct, done, step = (
+                    loss_sum + float(loop_loss),
+                    correct + int(loop_correct),
+                    done + n,
+                    step + n,
+                )
                 _LOG.info("epoch %d step %d/%d: loss %.4f", epoch + 1, step, c.total_steps, loss_sum / done)
                 if c.checkpoint_steps and step - last_saved >= c.checkpoint_steps and step < epoch_end:
                     self.manager.save(checkpoint_number=step)
@@ -196,8 +218,12 @@ class TrainingLoop:
             seconds = time.monotonic() - epoch_started
             trained_examples += done * c.global_batch_size
             train_seconds += seconds
-            metrics = {"epoch": epoch + 1, "step": step, "loss": loss_sum / done,
-                       "examples_per_second": done * c.global_batch_size / seconds}
+            metrics = {
+                "epoch": epoch + 1,
+                "step": step,
+                "loss": loss_sum / done,
+                "examples_per_second": done * c.global_batch_size / seconds,
+            }
             if c.classification:
                 metrics["accuracy"] = correct / (done * c.global_batch_size)
             metrics["val_loss"], val_accuracy = self.evaluate(eval_dataset)

@@ -46,8 +46,12 @@ def load_manifest(data: str) -> Manifest:
         raise IncompleteManifestError(f"{data}: the manifest lists no splits")
     if not manifest.features:
         raise IncompleteManifestError(f"{data}: the manifest has no feature spec")
-    _LOG.info("dataset %s: kind %s, %s", data, manifest.kind,
-              ", ".join(f"{s.name} {s.records} records in {len(s.shards)} shard(s)" for s in manifest.splits.values()))
+    _LOG.info(
+        "dataset %s: kind %s, %s",
+        data,
+        manifest.kind,
+        ", ".join(f"{s.name} {s.records} records in {len(s.shards)} shard(s)" for s in manifest.splits.values()),
+    )
     return manifest
 
 
@@ -57,8 +61,9 @@ def split_info(manifest: Manifest, split: str) -> SplitInfo:
     if info is None:
         raise IncompleteManifestError(f"the manifest has no {split!r} split (it has {sorted(manifest.splits)})")
     if info.records <= 0 or not info.shards:
-        raise IncompleteManifestError(f"split {split!r} is empty in the manifest "
-                                      f"({info.records} records, {len(info.shards)} shard files)")
+        raise IncompleteManifestError(
+            f"split {split!r} is empty in the manifest ({info.records} records, {len(info.shards)} shard files)"
+        )
     return info
 
 
@@ -70,7 +75,9 @@ def feature(manifest: Manifest, name: str, what: str = "feature") -> FeatureSpec
     """The spec of feature `name`; MissingFeatureError names the features there are."""
     spec = manifest.features.get(name)
     if spec is None:
-        raise MissingFeatureError(f"{what} {name!r} is not a feature of this dataset; it has: {', '.join(sorted(manifest.features))}")
+        raise MissingFeatureError(
+            f"{what} {name!r} is not a feature of this dataset; it has: {', '.join(sorted(manifest.features))}"
+        )
     return spec
 
 
@@ -82,7 +89,9 @@ def image_feature_keys(manifest: Manifest) -> tuple[str, str]:
     for role in ("encoded", "label"):
         key = manifest.image_keys.get(role)
         if not key:
-            raise IncompleteManifestError(f"the manifest's image_keys lack the {role!r} role (has {sorted(manifest.image_keys)})")
+            raise IncompleteManifestError(
+                f"the manifest's image_keys lack the {role!r} role (has {sorted(manifest.image_keys)})"
+            )
         spec = feature(manifest, key, f"image {role} key")
         expected = "string" if role == "encoded" else "int64"
         if spec.dtype != expected:

@@ -2,13 +2,14 @@
 from scratch: nothing is downloaded at run time (keras.applications with weights=None).
 
 Image models take uint8 [B, S, S, 3] pixels (what the input pipeline produces) and cast and
-rescale them inside the model, on the accelerator; the exported model takes the same input. The tabular model takes one [B]
-tensor per column (strings already hashed to int64 buckets by the input pipeline).
+rescale them inside the model, on the accelerator; the exported model takes the same input. The
+tabular model takes one [B] tensor per column (strings already hashed to int64 buckets by the
+input pipeline).
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import keras
 
@@ -77,8 +78,9 @@ def image_model(architecture: str, image_size: int, num_classes: int) -> keras.M
     raise TrainerError(f"unknown --architecture {architecture!r}; choose one of {', '.join(ARCHITECTURES)}")
 
 
-def tabular_model(features: Mapping[str, FeatureSpec], outputs: int, string_buckets: int,
-                  hidden: tuple[int, ...] = (64, 32)) -> keras.Model:
+def tabular_model(
+    features: Mapping[str, FeatureSpec], outputs: int, string_buckets: int, hidden: tuple[int, ...] = (64, 32)
+) -> keras.Model:
     """Dense network over the columns: numbers batch-normalised (no pass over the data to learn
     their statistics), hashed strings embedded; `outputs` logits (1 for regression)."""
     inputs, numeric, embedded = {}, [], []

@@ -31,7 +31,9 @@ def make_strategy(tpu: str | None = None) -> tf.distribute.Strategy:
             tf.tpu.experimental.initialize_tpu_system(resolver)
         except Exception as e:  # metadata server, gRPC, DNS: all mean "no TPU"
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise TrainerError(f"cannot connect to TPU {name!r} (--tpu / ${TPU_ENV}): {type(e).__name__}: {reason}") from e
+            raise TrainerError(
+                f"cannot connect to TPU {name!r} (--tpu / ${TPU_ENV}): {type(e).__name__}: {reason}"
+            ) from e
         strategy = tf.distribute.TPUStrategy(resolver)
         _LOG.info("TPU %s: %d cores", name, strategy.num_replicas_in_sync)
         return strategy

@@ -22,7 +22,8 @@ import keras
 import tensorflow as tf
 
 from pipeline.contract.manifest import Manifest
-from trainer import input_fn, manifest_io, model as models
+from trainer import input_fn, manifest_io
+from trainer import model as models
 from trainer.errors import BatchSizeError, TrainerError
 from trainer.loop import OPTIMIZERS, SCHEDULES, LoopConfig, Result, TrainingLoop
 from trainer.strategy import check_tpu_paths, make_strategy, set_mixed_precision
@@ -32,33 +33,60 @@ _LOG = logging.getLogger("trainer")
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainer", description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", required=True, help="dataset folder or gs:// prefix (holds manifest.json), or a refresh ROOT (follows ROOT/LATEST)")
+    p.add_argument(
+        "--data",
+        required=True,
+        help="dataset folder or gs:// prefix (holds manifest.json), or a refresh ROOT (follows ROOT/LATEST)",
+    )
     p.add_argument("--model_dir", required=True, help="checkpoints, TensorBoard logs and the export (local or gs://)")
     p.add_argument("--tpu", help="TPU name or address ('local' on a TPU VM); default $TPU_NAME; else GPUs or CPU")
     length = p.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=int, help="epochs to train (default 10); an epoch is train records // batch size steps")
+    length.add_argument(
+        "--epochs", type=int, help="epochs to train (default 10); an epoch is train records // batch size steps"
+    )
     length.add_argument("--steps", type=int, help="total training steps (instead of --epochs)")
-    p.add_argument("--batch_size", type=int, default=64, help="global batch size, divided among the replicas (default 64)")
+    p.add_argument(
+        "--batch_size", type=int, default=64, help="global batch size, divided among the replicas (default 64)"
+    )
     p.add_argument("--image_size", type=int, default=224, help="images are resized to SIZE x SIZE (default 224)")
-    p.add_argument("--architecture", default="small_cnn", choices=models.ARCHITECTURES,
-                   help="image model: small_cnn (default) or a keras.applications model built with weights=None")
+    p.add_argument(
+        "--architecture",
+        default="small_cnn",
+        choices=models.ARCHITECTURES,
+        help="image model: small_cnn (default) or a keras.applications model built with weights=None",
+    )
     p.add_argument("--label", help="tabular datasets: the target column (int64: classification, float32: regression)")
     p.add_argument("--num_classes", type=int, help="tabular classification: number of classes (labels 0..K-1)")
-    p.add_argument("--task", choices=("classification", "regression"),
-                   help="tabular: default classification for an int64 label, regression for a float32 one")
+    p.add_argument(
+        "--task",
+        choices=("classification", "regression"),
+        help="tabular: default classification for an int64 label, regression for a float32 one",
+    )
     p.add_argument("--features", help="tabular datasets: comma-separated input columns (default: all but the label)")
-    p.add_argument("--string_buckets", type=int, default=64, help="tabular: hash buckets per string column (default 64)")
+    p.add_argument(
+        "--string_buckets", type=int, default=64, help="tabular: hash buckets per string column (default 64)"
+    )
     p.add_argument("--mixed_precision", action="store_true", help="bfloat16 on TPU, float16 (loss-scaled) on GPU")
     p.add_argument("--optimizer", default="adam", choices=OPTIMIZERS, help="adam (default) or sgd (momentum 0.9)")
     p.add_argument("--learning_rate", type=float, default=1e-3, help="(initial) learning rate (default 0.001)")
-    p.add_argument("--schedule", default="constant", choices=SCHEDULES,
-                   help="learning rate: constant (default) or cosine decay to 0 over the run's steps")
+    p.add_argument(
+        "--schedule",
+        default="constant",
+        choices=SCHEDULES,
+        help="learning rate: constant (default) or cosine decay to 0 over the run's steps",
+    )
     p.add_argument("--steps_per_loop", type=int, default=50, help="training steps per compiled loop call (default 50)")
-    p.add_argument("--checkpoint_steps", type=int, default=0, help="also checkpoint every N steps (default: each epoch)")
-    p.add_argument("--shuffle_buffer", type=int, default=input_fn.DEFAULT_SHUFFLE_BUFFER, help="records in the shuffle buffer")
+    p.add_argument(
+        "--checkpoint_steps", type=int, default=0, help="also checkpoint every N steps (default: each epoch)"
+    )
+    p.add_argument(
+        "--shuffle_buffer", type=int, default=input_fn.DEFAULT_SHUFFLE_BUFFER, help="records in the shuffle buffer"
+    )
     p.add_argument("--train_split", default="train")
     p.add_argument("--eval_split", default="validation")
-    p.add_argument("--seed", type=int, help="seed for weights and shuffling (runs stay non-deterministic in read order)")
+    p.add_argument(
+        "--seed", type=int, help="seed for weights and shuffling (runs stay non-deterministic in read order)"
+    )
     p.add_argument("--no_export", dest="export", action="store_false", help="skip the final SavedModel export")
     return p
 
@@ -86,37 +114,69 @@ def plan_job(args: argparse.Namespace) -> Job:
         raise TrainerError(f"--image_size must be positive, got {args.image_size}")
     if manifest.kind == "csv":
         if not args.label:
-            raise TrainerError("tabular dataset: name the target column with --label "
-                               f"(features: {', '.join(sorted(manifest.features))})")
+            raise TrainerError(
+                "tabular dataset: name the target column with --label "
+                f"(features: {', '.join(sorted(manifest.features))})"
+            )
         features = [f.strip() for f in args.features.split(",") if f.strip()] if args.features else None
         columns = input_fn.tabular_columns(manifest, args.label, features)
-        classification = (args.task or ("classification" if manifest.features[args.label].dtype == "int64" else "regression")) == "classification"
+        classification = (
+            args.task or ("classification" if manifest.features[args.label].dtype == "int64" else "regression")
+        ) == "classification"
         if classification and manifest.features[args.label].dtype != "int64":
-            raise TrainerError(f"label {args.label!r} is {manifest.features[args.label].dtype}: classification needs int64 class ids")
+            raise TrainerError(
+                f"label {args.label!r} is {manifest.features[args.label].dtype}: classification needs int64 class ids"
+            )
         if classification and not args.num_classes:
-            raise TrainerError(f"label {args.label!r} is int64 (classification): give the number of classes with --num_classes")
+            raise TrainerError(
+                f"label {args.label!r} is int64 (classification): give the number of classes with --num_classes"
+            )
         num_classes = args.num_classes if classification else 1
         if classification and num_classes < 2:
             raise TrainerError(f"--num_classes must be at least 2, got {num_classes}")
         specs = {name: manifest.features[name] for name in columns}
-        return Job(data, manifest,
-                   functools.partial(models.tabular_model, specs, num_classes, args.string_buckets),
-                   functools.partial(input_fn.tabular_dataset, data, manifest, label=args.label, features=columns,
-                                     string_buckets=args.string_buckets, shuffle_buffer=args.shuffle_buffer, seed=args.seed),
-                   classification, num_classes,
-                   f"dense model on {len(columns)} column(s), target {args.label!r} "
-                   + (f"({num_classes} classes)" if classification else "(regression)"))
+        return Job(
+            data,
+            manifest,
+            functools.partial(models.tabular_model, specs, num_classes, args.string_buckets),
+            functools.partial(
+                input_fn.tabular_dataset,
+                data,
+                manifest,
+                label=args.label,
+                features=columns,
+                string_buckets=args.string_buckets,
+                shuffle_buffer=args.shuffle_buffer,
+                seed=args.seed,
+            ),
+            classification,
+            num_classes,
+            f"dense model on {len(columns)} column(s), target {args.label!r} "
+            + (f"({num_classes} classes)" if classification else "(regression)"),
+        )
     if args.label:
-        raise TrainerError(f"--label is for tabular datasets; this is an {manifest.kind!r} dataset "
-                           f"labelled by {manifest.image_keys.get('label')!r}")
+        raise TrainerError(
+            f"--label is for tabular datasets; this is an {manifest.kind!r} dataset "
+            f"labelled by {manifest.image_keys.get('label')!r}"
+        )
     manifest_io.image_feature_keys(manifest)
     num_classes = len(manifest.label_map)
-    return Job(data, manifest,
-               functools.partial(models.image_model, args.architecture, args.image_size, num_classes),
-               functools.partial(input_fn.image_dataset, data, manifest, image_size=args.image_size,
-                                 shuffle_buffer=args.shuffle_buffer, seed=args.seed),
-               True, num_classes,
-               f"{args.architecture} at {args.image_size}x{args.image_size} px, {num_classes} classes")
+    return Job(
+        data,
+        manifest,
+        functools.partial(models.image_model, args.architecture, args.image_size, num_classes),
+        functools.partial(
+            input_fn.image_dataset,
+            data,
+            manifest,
+            image_size=args.image_size,
+            shuffle_buffer=args.shuffle_buffer,
+            seed=args.seed,
+        ),
+        True,
+        num_classes,
+        f"{args.architecture} at {args.image_size}x{args.image_size} px, {num_classes} classes",
+    )
 
 
 @dataclasses.dataclass
@@ -138,38 +198,69 @@ def run(args: argparse.Namespace, on_epoch=None) -> Outcome:
         raise BatchSizeError(f"global batch size {args.batch_size} is not divisible by the {replicas} replicas")
     steps_per_epoch = input_fn.check_batch_size(job.manifest, args.train_split, args.batch_size)
     eval_steps = input_fn.check_batch_size(job.manifest, args.eval_split, args.batch_size)
-    total_steps = args.steps if args.steps is not None else (args.epochs if args.epochs is not None else 10) * steps_per_epoch
+    total_steps = (
+        args.steps if args.steps is not None else (args.epochs if args.epochs is not None else 10) * steps_per_epoch
+    )
     if total_steps <= 0:
         raise TrainerError(f"nothing to train: --epochs/--steps must be positive (got {total_steps} steps)")
     policy = set_mixed_precision(args.mixed_precision, strategy)
     if args.seed is not None:
         keras.utils.set_random_seed(args.seed)
-    _LOG.info("%s; %s, %d replica(s), global batch %d, policy %s; %d steps per epoch, %d eval steps",
-              job.description, type(strategy).__name__, replicas, args.batch_size, policy, steps_per_epoch, eval_steps)
+    _LOG.info(
+        "%s; %s, %d replica(s), global batch %d, policy %s; %d steps per epoch, %d eval steps",
+        job.description,
+        type(strategy).__name__,
+        replicas,
+        args.batch_size,
+        policy,
+        steps_per_epoch,
+        eval_steps,
+    )
 
     train = strategy.distribute_datasets_from_function(
-        input_fn.dataset_fn(job.make_dataset, args.batch_size, split=args.train_split, training=True))
+        input_fn.dataset_fn(job.make_dataset, args.batch_size, split=args.train_split, training=True)
+    )
     evaluation = strategy.distribute_datasets_from_function(
         # Repeated so every pipeline always has `eval_steps` batches; each evaluation takes a fresh
         # iterator, so one pipeline reads the same records in the same order every time.
-        input_fn.dataset_fn(job.make_dataset, args.batch_size, split=args.eval_split, training=False, repeat=True))
-    config = LoopConfig(model_dir=args.model_dir, global_batch_size=args.batch_size, steps_per_epoch=steps_per_epoch,
-                        total_steps=total_steps, eval_steps=eval_steps, classification=job.classification,
-                        learning_rate=args.learning_rate, optimizer=args.optimizer, schedule=args.schedule, steps_per_loop=max(1, args.steps_per_loop),
-                        checkpoint_steps=args.checkpoint_steps, loss_scale=policy == "mixed_float16")
+        input_fn.dataset_fn(job.make_dataset, args.batch_size, split=args.eval_split, training=False, repeat=True)
+    )
+    config = LoopConfig(
+        model_dir=args.model_dir,
+        global_batch_size=args.batch_size,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=total_steps,
+        eval_steps=eval_steps,
+        classification=job.classification,
+        learning_rate=args.learning_rate,
+        optimizer=args.optimizer,
+        schedule=args.schedule,
+        steps_per_loop=max(1, args.steps_per_loop),
+        checkpoint_steps=args.checkpoint_steps,
+        loss_scale=policy == "mixed_float16",
+    )
     loop = TrainingLoop(strategy, job.build_model, config)
     result = loop.fit(train, evaluation, on_epoch=on_epoch)
     if args.export:
-        summary = {"data": job.data, "kind": job.manifest.kind, "model": job.description, "policy": policy,
-                   "replicas": replicas, "global_batch_size": args.batch_size, **dataclasses.asdict(result)}
+        summary = {
+            "data": job.data,
+            "kind": job.manifest.kind,
+            "model": job.description,
+            "policy": policy,
+            "replicas": replicas,
+            "global_batch_size": args.batch_size,
+            **dataclasses.asdict(result),
+        }
         result.export_dir = loop.export(job.manifest.label_map, summary)
     return Outcome(job, result, strategy, loop, policy)
 
 
 def summary_text(args, outcome: Outcome) -> str:
     job, result, strategy = outcome.job, outcome.result, outcome.strategy
-    lines = [f"Trained {job.description} on {job.data} ({type(strategy).__name__}, "
-             f"{strategy.num_replicas_in_sync} replica(s), global batch {args.batch_size}, {outcome.policy})"]
+    lines = [
+        f"Trained {job.description} on {job.data} ({type(strategy).__name__}, "
+        f"{strategy.num_replicas_in_sync} replica(s), global batch {args.batch_size}, {outcome.policy})"
+    ]
     resumed = f", resumed from {result.restored_from}" if result.restored_from else ""
     speed = f", {result.examples_per_second:.0f} examples/s" if result.examples_per_second else ""
     lines.append(f"  steps {result.start_step} -> {result.step}{resumed}; {result.seconds:.1f} s{speed}")
@@ -178,9 +269,11 @@ def summary_text(args, outcome: Outcome) -> str:
         lines.append(f"  train       loss {result.train_loss:.4f}{acc}")
     acc = f", accuracy {result.val_accuracy:.3f}" if result.val_accuracy is not None else ""
     lines.append(f"  {args.eval_split:<11} loss {result.val_loss:.4f}{acc}")
-    lines.append(f"  checkpoints {manifest_io.join(args.model_dir, 'checkpoints')}, "
-                 f"TensorBoard logs {manifest_io.join(args.model_dir, 'logs')}"
-                 + (f", exported model {result.export_dir}" if result.export_dir else ""))
+    lines.append(
+        f"  checkpoints {manifest_io.join(args.model_dir, 'checkpoints')}, "
+        f"TensorBoard logs {manifest_io.join(args.model_dir, 'logs')}"
+        + (f", exported model {result.export_dir}" if result.export_dir else "")
+    )
     return "\n".join(lines)
 
 

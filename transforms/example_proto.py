@@ -1,6 +1,6 @@
 """tf.train.Example bytes without TensorFlow.
 
-Workers must not import TensorFlow (~2 s and ~450 MB per process). The Example schema is tiny, so
+Workers must not import TensorFlow (seconds and hundreds of MB per process). The Example schema is tiny, so
 we declare the same messages as tensorflow/core/example/{example,feature}.proto in a private
 protobuf descriptor pool and let protobuf serialise them: the bytes are identical to
 `tf.train.Example(...).SerializeToString(deterministic=True)` (tests check this against TF).
@@ -8,18 +8,20 @@ protobuf descriptor pool and let protobuf serialise them: the bytes are identica
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence, Union
+from collections.abc import Mapping, Sequence
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-Scalar = Union[bytes, str, int, float]
-FeatureValue = Union[Scalar, Sequence[Scalar]]
+Scalar = bytes | str | int | float
+FeatureValue = Scalar | Sequence[Scalar]
 
 _F = descriptor_pb2.FieldDescriptorProto
 
 
 def _message(file_proto, name, fields, nested=(), oneof=None):
-    msg = file_proto.message_type.add(name=name) if file_proto is not None else descriptor_pb2.DescriptorProto(name=name)
+    msg = (
+        file_proto.message_type.add(name=name) if file_proto is not None else descriptor_pb2.DescriptorProto(name=name)
+    )
     for field_name, number, kind, label, type_name in fields:
         field = msg.field.add(name=field_name, number=number, type=kind, label=label)
         if type_name:
@@ -39,17 +41,28 @@ def _example_class():
     _message(fp, "BytesList", [("value", 1, _F.TYPE_BYTES, rep, None)])
     _message(fp, "FloatList", [("value", 1, _F.TYPE_FLOAT, rep, None)])
     _message(fp, "Int64List", [("value", 1, _F.TYPE_INT64, rep, None)])
-    _message(fp, "Feature", [
-        ("bytes_list", 1, _F.TYPE_MESSAGE, opt, ".tensorflow.BytesList"),
-        ("float_list", 2, _F.TYPE_MESSAGE, opt, ".tensorflow.FloatList"),
-        ("int64_list", 3, _F.TYPE_MESSAGE, opt, ".tensorflow.Int64List"),
-    ], oneof="kind")
-    entry = _message(None, "FeatureEntry", [
-        ("key", 1, _F.TYPE_STRING, opt, None),
-        ("value", 2, _F.TYPE_MESSAGE, opt, ".tensorflow.Feature"),
-    ])
+    _message(
+        fp,
+        "Feature",
+        [
+            ("bytes_list", 1, _F.TYPE_MESSAGE, opt, ".tensorflow.BytesList"),
+            ("float_list", 2, _F.TYPE_MESSAGE, opt, ".tensorflow.FloatList"),
+            ("int64_list", 3, _F.TYPE_MESSAGE, opt, ".tensorflow.Int64List"),
+        ],
+        oneof="kind",
+    )
+    entry = _message(
+        None,
+        "FeatureEntry",
+        [
+            ("key", 1, _F.TYPE_STRING, opt, None),
+            ("value", 2, _F.TYPE_MESSAGE, opt, ".tensorflow.Feature"),
+        ],
+    )
     entry.options.map_entry = True
-    _message(fp, "Features", [("feature", 1, _F.TYPE_MESSAGE, rep, ".tensorflow.Features.FeatureEntry")], nested=[entry])
+    _message(
+        fp, "Features", [("feature", 1, _F.TYPE_MESSAGE, rep, ".tensorflow.Features.FeatureEntry")], nested=[entry]
+    )
     _message(fp, "Example", [("features", 1, _F.TYPE_MESSAGE, opt, ".tensorflow.Features")])
     pool = descriptor_pool.DescriptorPool()  # private: no clash with TensorFlow's own tensorflow.Example
     pool.Add(fp)

@@ -1,10 +1,10 @@
-"""Beam's GZIP through ISA-L: standard gzip for a tenth of the CPU on image payloads.
+"""Beam's GZIP through ISA-L: standard gzip for a fraction of the CPU on image payloads.
 
 Beam's CompressedFile (behind WriteToTFRecord and every compressed read) deflates with the stdlib
-zlib. Image payloads are already compressed, so deflate only frames them, yet zlib spends ~2.8 ms
-on a ~100 kB photo here: more than reading, checking and encoding it together. ISA-L's igzip
-(python-isal's `isal_zlib`, a drop-in zlib API) writes gzip of the same size in ~0.27 ms
-(`python scripts/benchmark.py` prints both).
+zlib. Image payloads are already compressed, so deflate only frames them, yet zlib costs more per
+photo than reading, checking and encoding it together. ISA-L's igzip (python-isal's `isal_zlib`,
+a drop-in zlib API) writes gzip of the same size for a fraction of the CPU (`python
+scripts/benchmark.py` prints both costs).
 
 Beam has no setting for its codec, so importing this module points Beam's filesystem module at
 `isal_zlib` instead of `zlib`. Beam re-imports every `BeamPlugin` subclass's module when a worker

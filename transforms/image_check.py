@@ -55,7 +55,12 @@ _TF_MAX_PIXELS = (1 << 27) - 1
 _DATA_ERRORS = (OSError, ValueError, EOFError, SyntaxError, IndexError, TypeError, KeyError, struct.error)
 _BOMB = (Image.DecompressionBombError, Image.DecompressionBombWarning)  # the warning raises under -W error
 _REFUSED_FORMATS = {"EPS"}  # rendering it means running Ghostscript on untrusted input
-_SIGNATURES = ((0, b"\xff\xd8\xff", "JPEG"), (0, b"\x89PNG\r\n\x1a\n", "PNG"), (0, b"GIF8", "GIF"), (8, b"WEBP", "WebP"))
+_SIGNATURES = (
+    (0, b"\xff\xd8\xff", "JPEG"),
+    (0, b"\x89PNG\r\n\x1a\n", "PNG"),
+    (0, b"GIF8", "GIF"),
+    (8, b"WEBP", "WebP"),
+)
 
 _JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 _JPEG_TF_PROCESSES = {0xC0, 0xC1, 0xC2}  # Huffman-coded DCT: baseline, extended, progressive
@@ -68,9 +73,25 @@ _BMP_BGR_MASKS = struct.pack("<III", 0xFF0000, 0xFF00, 0xFF)
 
 # Re-encoding as PNG: Pillow mode -> mode saved, and the channels TF decodes from that mode.
 _PNG_MODES = {
-    "1": "1", "L": "L", "LA": "LA", "La": "LA", "P": "P", "PA": "RGBA", "RGB": "RGB", "RGBA": "RGBA",
-    "RGBa": "RGBA", "RGBX": "RGB", "CMYK": "RGB", "YCbCr": "RGB", "LAB": "RGB", "HSV": "RGB",
-    "I;16": "I;16", "I;16L": "I;16", "I;16B": "I;16", "I;16N": "I;16", "I": "I;16",
+    "1": "1",
+    "L": "L",
+    "LA": "LA",
+    "La": "LA",
+    "P": "P",
+    "PA": "RGBA",
+    "RGB": "RGB",
+    "RGBA": "RGBA",
+    "RGBa": "RGBA",
+    "RGBX": "RGB",
+    "CMYK": "RGB",
+    "YCbCr": "RGB",
+    "LAB": "RGB",
+    "HSV": "RGB",
+    "I;16": "I;16",
+    "I;16L": "I;16",
+    "I;16B": "I;16",
+    "I;16N": "I;16",
+    "I": "I;16",
 }
 _PNG_MODE_CHANNELS = {"1": 1, "L": 1, "I;16": 1, "LA": 2, "RGB": 3, "RGBA": 4}  # P: 3, or 4 with tRNS
 
@@ -165,6 +186,7 @@ def _pillow_errors(stage: str, what: str):
 # Per format: load the pixels (enough of them to catch truncation) and return the channels TF
 # decodes from the file as it is, or None when it must be re-encoded.
 
+
 def _load(im: Image.Image, data: bytes) -> None:
     im.load()
 
@@ -209,7 +231,7 @@ def _jpeg_frame(data: bytes) -> tuple[int | None, int]:
 
 def _png(im: Image.Image, data: bytes) -> int | None:
     # verify() checks the CRC of every chunk up to IEND, as libpng does, without decoding; the
-    # full load then proves the zlib stream, which CRCs don't cover (about 40x verify's cost).
+    # full load then proves the zlib stream, which CRCs don't cover (and costs far more).
     Image.open(io.BytesIO(data)).verify()
     if not data.endswith(_PNG_END) and _PNG_END not in data:
         raise OSError("no intact IEND chunk (truncated?)")

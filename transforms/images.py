@@ -15,6 +15,7 @@ from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record, Source, counte
 
 _LOG = logging.getLogger(__name__)
 
+
 class ReadImages(beam.DoFn):
     """Batch of Sources -> one Record per source, with the file's bytes (or a TensorFlow-decodable
     re-encoding), its header dimensions and its label; anything unreadable becomes a dead letter
@@ -62,7 +63,9 @@ class ReadImages(beam.DoFn):
         process() counts."""
         label_id = self._label_ids.get(source.label)
         if label_id is None:
-            return DeadLetter(source.uri, "label", f"label {source.label!r} is not in the label map (source added after planning?)"), 0
+            return DeadLetter(
+                source.uri, "label", f"label {source.label!r} is not in the label map (source added after planning?)"
+            ), 0
         try:
             data = storage.read_bytes(source.uri)
         except Exception as e:  # any I/O failure is this file's, not the job's
@@ -72,16 +75,18 @@ class ReadImages(beam.DoFn):
         except BadImage as e:
             return DeadLetter(source.uri, e.stage, e.reason), len(data)
         keys = self._keys
-        example = encode_example({
-            keys["encoded"]: image.data,
-            keys["format"]: image.format,
-            keys["height"]: image.height,
-            keys["width"]: image.width,
-            keys["channels"]: image.channels,
-            keys["label"]: label_id,
-            keys["text"]: source.label,
-            keys["filename"]: source.uri,
-        })
+        example = encode_example(
+            {
+                keys["encoded"]: image.data,
+                keys["format"]: image.format,
+                keys["height"]: image.height,
+                keys["width"]: image.width,
+                keys["channels"]: image.channels,
+                keys["label"]: label_id,
+                keys["text"]: source.label,
+                keys["filename"]: source.uri,
+            }
+        )
         return Record(source.split, source.label, image.converted, example), len(data)
 
     def _report_progress(self):

@@ -92,8 +92,12 @@ class OutcomeSummary:
             _add(self.errors, outcome.stage)
 
     def merge(self, other: OutcomeSummary) -> None:
-        for mine, theirs in ((self.written, other.written), (self.bytes, other.bytes),
-                             (self.skipped, other.skipped), (self.errors, other.errors)):
+        for mine, theirs in (
+            (self.written, other.written),
+            (self.bytes, other.bytes),
+            (self.skipped, other.skipped),
+            (self.errors, other.errors),
+        ):
             for key, n in theirs.items():
                 _add(mine, key, n)
         for split, labels in other.labels.items():

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Union
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -19,11 +18,17 @@ from pipeline.contract.layout import join
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Skipped, Source, counter
 from transforms.splits import assign_split, check_split_name
 
-Outcome = Union[Source, Skipped, DeadLetter]
+Outcome = Source | Skipped | DeadLetter
 
 # AutoML-style split values and their split names; UNASSIGNED (or empty) means "hash it".
-_AUTOML_SPLITS = {"train": "train", "training": "train", "validation": "validation", "valid": "validation",
-                  "val": "validation", "test": "test"}
+_AUTOML_SPLITS = {
+    "train": "train",
+    "training": "train",
+    "validation": "validation",
+    "valid": "validation",
+    "val": "validation",
+    "test": "test",
+}
 _UNASSIGNED = {"", "unassigned"}
 
 
@@ -37,11 +42,12 @@ def relative_key(root: str, path: str) -> str:
     root = root.rstrip("/")
     if not path.startswith(root + "/"):
         raise ValueError(f"{path} is not below {root}")
-    return path[len(root) + 1:]
+    return path[len(root) + 1 :]
 
 
-def classify_folder_entry(root: str, path: str, extensions: frozenset[str],
-                          fractions: Sequence[tuple[str, float]]) -> Outcome:
+def classify_folder_entry(
+    root: str, path: str, extensions: frozenset[str], fractions: Sequence[tuple[str, float]]
+) -> Outcome:
     """A file below `root`: an image in a class folder is a Source labelled by its first
     folder; a non-image file is skipped; an image directly in `root` cannot be labelled."""
     key = relative_key(root, path)
@@ -60,8 +66,14 @@ def resolve_uri(base_dir: str, uri: str) -> str:
     return join(base_dir, uri)
 
 
-def parse_image_csv(lines: Iterable[str], csv_uri: str, uri_column: str, label_column: str, split_column: str,
-                    fractions: Sequence[tuple[str, float]]) -> Iterator[Outcome]:
+def parse_image_csv(
+    lines: Iterable[str],
+    csv_uri: str,
+    uri_column: str,
+    label_column: str,
+    split_column: str,
+    fractions: Sequence[tuple[str, float]],
+) -> Iterator[Outcome]:
     """Rows of a CSV of image URIs as Sources or DeadLetters.
 
     With a header naming `uri_column`, columns are found by name (label required, split optional).
@@ -79,8 +91,11 @@ def parse_image_csv(lines: Iterable[str], csv_uri: str, uri_column: str, label_c
             if uri_column in header:
                 if label_column not in header:
                     raise ValueError(f"{csv_uri}: header {header} has {uri_column!r} but no {label_column!r} column")
-                positions = (header.index(split_column) if split_column in header else None,
-                             header.index(uri_column), header.index(label_column))
+                positions = (
+                    header.index(split_column) if split_column in header else None,
+                    header.index(uri_column),
+                    header.index(label_column),
+                )
                 continue
             positions = (0, 1, 2) if len(row) >= 3 else (None, 0, 1)
         split_at, uri_at, label_at = positions
@@ -141,8 +156,12 @@ class _ParseImageCsv(_Route):
     def process(self, csv_uri):
         for outcome in parse_image_csv(storage.text_lines(csv_uri), csv_uri, *self._args):
             if isinstance(outcome, Source) and outcome.split not in self._splits:
-                outcome = DeadLetter(outcome.uri, "parse", f"split {outcome.split!r} is not one of the planned splits "
-                                                           f"{sorted(self._splits)} (was the CSV edited during the run?)")
+                outcome = DeadLetter(
+                    outcome.uri,
+                    "parse",
+                    f"split {outcome.split!r} is not one of the planned splits "
+                    f"{sorted(self._splits)} (was the CSV edited during the run?)",
+                )
             yield from self.route(outcome)
 
 
@@ -153,13 +172,16 @@ def _outputs(pcoll, dofn):
 @beam.ptransform_fn
 def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions):
     """Every file below `root` (listed inside the job, so the graph does not grow with it)."""
-    return _outputs(pbegin | "MatchFiles" >> fileio.MatchFiles(root.rstrip("/") + "/**"),
-                    _ClassifyFolderEntries(root, extensions, fractions))
+    return _outputs(
+        pbegin | "MatchFiles" >> fileio.MatchFiles(root.rstrip("/") + "/**"),
+        _ClassifyFolderEntries(root, extensions, fractions),
+    )
 
 
 @beam.ptransform_fn
-def ReadImageCsv(pbegin, csv_uri: str, uri_column: str, label_column: str, split_column: str,
-                 fractions, splits):
+def ReadImageCsv(pbegin, csv_uri: str, uri_column: str, label_column: str, split_column: str, fractions, splits):
     """Rows of the CSV as Sources; `splits` are the ones planned (each gets its own writer)."""
-    return _outputs(pbegin | "CsvUri" >> beam.Create([csv_uri]),
-                    _ParseImageCsv(uri_column, label_column, split_column, fractions, splits))
+    return _outputs(
+        pbegin | "CsvUri" >> beam.Create([csv_uri]),
+        _ParseImageCsv(uri_column, label_column, split_column, fractions, splits),
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 _SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 

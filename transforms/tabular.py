@@ -11,7 +11,8 @@ from __future__ import annotations
 import csv
 import dataclasses
 import re
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import apache_beam as beam
 
@@ -94,15 +95,19 @@ class ReadCsvRows(beam.DoFn):
         except (OSError, EOFError, csv.Error) as e:  # unreadable file (corrupt gzip, vanished, ...)
             self._listed.inc()
             self._errors.inc()
-            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(path, "read", f"cannot read: {type(e).__name__}: {e}"))
+            yield beam.pvalue.TaggedOutput(
+                DEAD_LETTERS, DeadLetter(path, "read", f"cannot read: {type(e).__name__}: {e}")
+            )
 
     def _rows(self, path, key, reader):
         header = tuple(next(reader, ()))
         if header != self._columns:
             self._listed.inc()
             self._errors.inc()
-            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(
-                path, "header", f"header {list(header)} differs from the dataset's {list(self._columns)}"))
+            yield beam.pvalue.TaggedOutput(
+                DEAD_LETTERS,
+                DeadLetter(path, "header", f"header {list(header)} differs from the dataset's {list(self._columns)}"),
+            )
             return
         while True:
             try:
@@ -112,7 +117,9 @@ class ReadCsvRows(beam.DoFn):
             except csv.Error as e:
                 self._listed.inc()
                 self._errors.inc()
-                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(f"{path}:{reader.line_num}", "parse", f"malformed CSV: {e}"))
+                yield beam.pvalue.TaggedOutput(
+                    DEAD_LETTERS, DeadLetter(f"{path}:{reader.line_num}", "parse", f"malformed CSV: {e}")
+                )
                 continue
             if not row:
                 continue  # blank line: not a source
@@ -145,7 +152,7 @@ class InferSchema(beam.CombineFn):
         return [[True, True, 0] for _ in self._columns]  # [all int64, all float, missing count]
 
     def add_input(self, acc, row: Row):
-        for state, value in zip(acc, row.values):
+        for state, value in zip(acc, row.values, strict=True):
             if value == "":
                 state[2] += 1
                 continue
@@ -157,8 +164,10 @@ class InferSchema(beam.CombineFn):
 
     def merge_accumulators(self, accumulators):
         accumulators = list(accumulators)
-        return [[all(a[i][0] for a in accumulators), all(a[i][1] for a in accumulators), sum(a[i][2] for a in accumulators)]
-                for i in range(len(self._columns))]
+        return [
+            [all(a[i][0] for a in accumulators), all(a[i][1] for a in accumulators), sum(a[i][2] for a in accumulators)]
+            for i in range(len(self._columns))
+        ]
 
     def extract_output(self, acc) -> dict[str, ColumnType]:
         schema = {}
@@ -178,7 +187,7 @@ class EncodeRows(beam.DoFn):
 
     def process(self, row: Row, schema):
         features = {}
-        for name, value in zip(self._columns, row.values):
+        for name, value in zip(self._columns, row.values, strict=True):
             if value == "":
                 continue
             try:

@@ -19,11 +19,18 @@ def WriteSplits(records, output: str, shards: dict[str, int]):
     names = list(shards)
     parts = records | "BySplit" >> beam.Partition(lambda record, _: names.index(record.split), len(names))
     return {
-        name: (part
-               | f"{name}.Payload" >> beam.Map(lambda record: record.data)
-               | f"{name}.Write" >> beam.io.WriteToTFRecord(
-                   join(output, name), file_name_suffix=RECORD_FILES.suffix, num_shards=shards[name],
-                   shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE, compression_type=CompressionTypes.GZIP))
+        name: (
+            part
+            | f"{name}.Payload" >> beam.Map(lambda record: record.data)
+            | f"{name}.Write"
+            >> beam.io.WriteToTFRecord(
+                join(output, name),
+                file_name_suffix=RECORD_FILES.suffix,
+                num_shards=shards[name],
+                shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE,
+                compression_type=CompressionTypes.GZIP,
+            )
+        )
         for name, part in zip(names, parts, strict=True)
     }
 
@@ -32,7 +39,14 @@ def WriteSplits(records, output: str, shards: dict[str, int]):
 def WriteDeadLetters(dead_letters, output: str):
     """All dead letters in one JSON-lines file (written even when empty, so its absence means a
     failed run). Returns the written file names."""
-    return (dead_letters
-            | "ToJson" >> beam.Map(lambda letter: letter.to_json())
-            | "Write" >> beam.io.WriteToText(join(output, ERRORS_PREFIX), file_name_suffix=ERROR_FILES.suffix,
-                                             num_shards=1, shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE))
+    return (
+        dead_letters
+        | "ToJson" >> beam.Map(lambda letter: letter.to_json())
+        | "Write"
+        >> beam.io.WriteToText(
+            join(output, ERRORS_PREFIX),
+            file_name_suffix=ERROR_FILES.suffix,
+            num_shards=1,
+            shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE,
+        )
+    )

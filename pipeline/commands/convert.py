@@ -24,8 +24,11 @@ _LOG = logging.getLogger("pipeline")
 
 
 def parser() -> argparse.ArgumentParser:
-    return make_parser("python -m pipeline", "Convert images or CSV files into sharded GZIP TFRecords of "
-                                             "tf.train.Example, with a manifest.json.", CONVERT_FLAGS)
+    return make_parser(
+        "python -m pipeline",
+        "Convert images or CSV files into sharded GZIP TFRecords of tf.train.Example, with a manifest.json.",
+        CONVERT_FLAGS,
+    )
 
 
 def main(argv: list[str]) -> int:

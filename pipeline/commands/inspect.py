@@ -22,14 +22,21 @@ DEFAULT_SAMPLES = 16
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m pipeline inspect",
-                                description="Show what a converted dataset (local or gs://) holds; --verify checks every "
-                                            "record against the manifest; --contact_sheet draws sample images.")
+    p = argparse.ArgumentParser(
+        prog="python -m pipeline inspect",
+        description="Show what a converted dataset (local or gs://) holds; --verify checks every "
+        "record against the manifest; --contact_sheet draws sample images.",
+    )
     p.add_argument("dest", metavar="DEST", help="dataset folder or gs:// prefix (holds manifest.json)")
     p.add_argument("--verify", action="store_true", help="read and check every record; exit 1 on any problem")
     p.add_argument("--contact_sheet", metavar="FILE.png", help="write a grid of sample images with labels and sizes")
-    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, metavar="N",
-                   help=f"images on the contact sheet (default {DEFAULT_SAMPLES})")
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=DEFAULT_SAMPLES,
+        metavar="N",
+        help=f"images on the contact sheet (default {DEFAULT_SAMPLES})",
+    )
     return p
 
 
@@ -37,16 +44,19 @@ def _verify(dest: str, manifest: Manifest) -> int:
     result = verify(dest, manifest)
     total = sum(result.records.values())
     if result.problems:
-        print(f"VERIFY FAILED: {len(result.problems)} problem(s) "
-              f"({total} record(s) read from {len(result.shard_records)} shard(s)):")
+        print(
+            f"VERIFY FAILED: {len(result.problems)} problem(s) "
+            f"({total} record(s) read from {len(result.shard_records)} shard(s)):"
+        )
         for line in result.problems[:MAX_PROBLEMS_SHOWN]:
             print(f"  {line}")
         if len(result.problems) > MAX_PROBLEMS_SHOWN:
             print(f"  ... and {len(result.problems) - MAX_PROBLEMS_SHOWN} more")
         return 1
     what = "CRC-checked, parsed and decoded" if manifest.is_image_dataset else "CRC-checked and parsed"
-    print(f"verify OK: {total} record(s) in {len(result.shard_records)} shard(s) read, {what}; "
-          f"counts match the manifest")
+    print(
+        f"verify OK: {total} record(s) in {len(result.shard_records)} shard(s) read, {what}; counts match the manifest"
+    )
     return 0
 
 

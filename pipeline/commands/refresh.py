@@ -49,9 +49,12 @@ _NOT_SETTINGS = ("output", "overwrite", "planned_shards", "planned_split_bytes")
 
 
 def parser() -> argparse.ArgumentParser:
-    return make_parser("python -m pipeline refresh",
-                       "Publish a new version of a dataset: convert into OUTPUT/<UTC timestamp>/, then point "
-                       "OUTPUT/LATEST at it, only if the run succeeded; unchanged input is skipped.", REFRESH_FLAGS)
+    return make_parser(
+        "python -m pipeline refresh",
+        "Publish a new version of a dataset: convert into OUTPUT/<UTC timestamp>/, then point "
+        "OUTPUT/LATEST at it, only if the run succeeded; unchanged input is skipped.",
+        REFRESH_FLAGS,
+    )
 
 
 def _settings(options: dict) -> str:
@@ -70,9 +73,11 @@ def unchanged_since(root: str, version: str, plan: Plan, config: Config) -> str 
     if _settings(previous.options) != _settings(json.loads(json.dumps(to_dict(config), default=str))):
         _LOG.info("the input is unchanged but the settings differ from version %s: refreshing", version)
         return None
-    return (f"nothing changed: the input listing ({plan.listing.files} file(s), fingerprint "
-            f"{plan.listing.fingerprint[:12]}) and the settings are those of version {version} "
-            f"({root}/LATEST); no new version written")
+    return (
+        f"nothing changed: the input listing ({plan.listing.files} file(s), fingerprint "
+        f"{plan.listing.fingerprint[:12]}) and the settings are those of version {version} "
+        f"({root}/LATEST); no new version written"
+    )
 
 
 def _report_unchanged(message: str) -> None:
@@ -88,7 +93,9 @@ def _stage_unchanged_job(beam_args: list[str], message: str) -> None:
     p.run()
 
 
-def _run(plan: Plan, config: Config, beam_args: list[str], publication: VersionPublication, previous: str | None) -> int:
+def _run(
+    plan: Plan, config: Config, beam_args: list[str], publication: VersionPublication, previous: str | None
+) -> int:
     """Runs the conversion into the new version; cleans up and reports when it fails."""
     root = publication.root
     started = time.monotonic()
@@ -107,14 +114,17 @@ def _run(plan: Plan, config: Config, beam_args: list[str], publication: VersionP
         _LOG.error("refresh failed; %s/LATEST still names %s", root, previous or "nothing")
         return 1
     if manifest is None:
-        print(f"Refresh job staged: it converts into {plan.output} and, if the run passes its checks, "
-              f"points {root}/LATEST at {publication.version}")
+        print(
+            f"Refresh job staged: it converts into {plan.output} and, if the run passes its checks, "
+            f"points {root}/LATEST at {publication.version}"
+        )
         return 0
     print(run_summary(manifest, plan.output, time.monotonic() - started))
     latest = latest_version(root)
     if latest != publication.version:
-        _LOG.warning("%s/LATEST names %s, not this run's %s (a newer refresh published first)", root, latest,
-                     publication.version)
+        _LOG.warning(
+            "%s/LATEST names %s, not this run's %s (a newer refresh published first)", root, latest, publication.version
+        )
     else:
         print(f"Published version {publication.version}: {root}/LATEST -> {publication.version}")
     return 0
@@ -143,6 +153,12 @@ def main(argv: list[str]) -> int:
     except (ConfigError, PlanError, OutputExistsError, LatestPointerError) as e:
         _LOG.error("%s", e)
         return 2
-    _LOG.info("refreshing %s: version %s from %d listed file(s) of %s (LATEST: %s)", root, publication.version,
-              plan.listing.files, plan.input, previous or "none")
+    _LOG.info(
+        "refreshing %s: version %s from %d listed file(s) of %s (LATEST: %s)",
+        root,
+        publication.version,
+        plan.listing.files,
+        plan.input,
+        previous or "none",
+    )
     return _run(plan, config, beam_args, publication, previous)

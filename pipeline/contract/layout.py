@@ -66,6 +66,8 @@ ERROR_FILES = ShardedFileTemplate(".jsonl")
 def is_dataset_file(name: str) -> bool:
     """True for the names a conversion writes directly in its output folder."""
     errors = ERROR_FILES.parse(name)
-    return (RECORD_FILES.parse(name) is not None
-            or (errors is not None and errors.prefix == ERRORS_PREFIX)
-            or name in (MANIFEST_NAME, MANIFEST_NAME + TEMPORARY_SUFFIX))
+    return (
+        RECORD_FILES.parse(name) is not None
+        or (errors is not None and errors.prefix == ERRORS_PREFIX)
+        or name in (MANIFEST_NAME, MANIFEST_NAME + TEMPORARY_SUFFIX)
+    )

@@ -127,18 +127,22 @@ class Manifest:
         return json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **body}, indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "Manifest":
+    def from_json(cls, text: str) -> Manifest:
         try:
             body = json.loads(text)
         except json.JSONDecodeError as e:
             raise ManifestError(f"manifest is not valid JSON: {e}") from e
         if not isinstance(body, dict) or body.get("format") != FORMAT:
-            raise ManifestError(f"not a {FORMAT} manifest (format={body.get('format') if isinstance(body, dict) else None!r})")
+            raise ManifestError(
+                f"not a {FORMAT} manifest (format={body.get('format') if isinstance(body, dict) else None!r})"
+            )
         if body.get("format_version") != FORMAT_VERSION:
             raise ManifestError(f"manifest format_version {body.get('format_version')!r}, expected {FORMAT_VERSION}")
         try:
             splits = {n: SplitInfo(name=n, **{**s, "shards": tuple(s["shards"])}) for n, s in body["splits"].items()}
-            features = {n: FeatureSpec(name=n, **{**f, "shape": tuple(f["shape"])}) for n, f in body["features"].items()}
+            features = {
+                n: FeatureSpec(name=n, **{**f, "shape": tuple(f["shape"])}) for n, f in body["features"].items()
+            }
             fields = {f.name for f in dataclasses.fields(cls)} - {"splits", "features", "counts"}
             rest = {k: body[k] for k in fields if k in body}
             for key in ("label_map", "error_files"):

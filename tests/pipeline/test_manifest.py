@@ -11,7 +11,11 @@ def manifest(**changes):
         splits={"train": SplitInfo("train", 3, ("train-00000-of-00001.tfrecord.gz",), 100, {"cat": 3})},
         features={"image/encoded": FeatureSpec("image/encoded", "string")},
         counts=Counts(listed=5, written=3, converted=1, skipped=1, errors=1),
-        label_map=("cat",), error_files=("errors-00000-of-00001.jsonl",), max_error_fraction=0.5, error_fraction=0.25)
+        label_map=("cat",),
+        error_files=("errors-00000-of-00001.jsonl",),
+        max_error_fraction=0.5,
+        error_fraction=0.25,
+    )
     values.update(changes)
     return Manifest(**values)
 
@@ -35,12 +39,15 @@ def test_error_budget():
     assert manifest(max_error_fraction=0.1).error_budget_exceeded
 
 
-@pytest.mark.parametrize("text, message", [
-    ("not json", "not valid JSON"),
-    ('{"format": "other"}', "not a tfrecord-examples manifest"),
-    ('{"format": "tfrecord-examples", "format_version": 99}', "format_version"),
-    ('{"format": "tfrecord-examples", "format_version": 1, "kind": "images"}', "incomplete"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("not json", "not valid JSON"),
+        ('{"format": "other"}', "not a tfrecord-examples manifest"),
+        ('{"format": "tfrecord-examples", "format_version": 99}', "format_version"),
+        ('{"format": "tfrecord-examples", "format_version": 1, "kind": "images"}', "incomplete"),
+    ],
+)
 def test_bad_manifests(text, message):
     with pytest.raises(ManifestError, match=message):
         Manifest.from_json(text)

@@ -44,11 +44,19 @@ def test_evaluation_reads_validation_deterministically_in_full_batches(image_dat
     per_shard = []
     for path in manifest_io.shard_paths(str(image_dataset), manifest, "validation"):
         raw = tf.data.TFRecordDataset(path, compression_type="GZIP")
-        per_shard.append([int(tf.io.parse_single_example(r, {"image/class/label": tf.io.FixedLenFeature([], tf.int64)})
-                              ["image/class/label"]) for r in raw])
+        per_shard.append(
+            [
+                int(
+                    tf.io.parse_single_example(r, {"image/class/label": tf.io.FixedLenFeature([], tf.int64)})[
+                        "image/class/label"
+                    ]
+                )
+                for r in raw
+            ]
+        )
     expected = [shard[i] for i in range(max(map(len, per_shard))) for shard in per_shard if i < len(shard)]
     assert len(expected) == records
-    np.testing.assert_array_equal(first, expected[:len(first)])
+    np.testing.assert_array_equal(first, expected[: len(first)])
 
 
 def test_input_pipelines_read_disjoint_shards(image_dataset):
@@ -57,7 +65,9 @@ def test_input_pipelines_read_disjoint_shards(image_dataset):
     assert len(paths) == 2
     seen = []
     for pipeline_id in range(2):
-        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id, num_replicas_in_sync=2)
+        context = tf.distribute.InputContext(
+            num_input_pipelines=2, input_pipeline_id=pipeline_id, num_replicas_in_sync=2
+        )
         dataset = input_fn.record_dataset(paths, training=False, input_context=context)
         seen.append({bytes(r.numpy()) for r in dataset})
     assert seen[0] and seen[1] and not seen[0] & seen[1]
@@ -67,7 +77,9 @@ def test_input_pipelines_read_disjoint_shards(image_dataset):
     # still disjoint, also in training mode (file shuffling and non-determinism are turned off).
     seen = []
     for pipeline_id in range(3):
-        context = tf.distribute.InputContext(num_input_pipelines=3, input_pipeline_id=pipeline_id, num_replicas_in_sync=3)
+        context = tf.distribute.InputContext(
+            num_input_pipelines=3, input_pipeline_id=pipeline_id, num_replicas_in_sync=3
+        )
         dataset = input_fn.record_dataset(paths, training=True, repeat=False, input_context=context)
         seen.append([bytes(r.numpy()) for r in dataset])
     assert sum(map(len, seen)) == len(set().union(*map(set, seen))) == manifest.splits["train"].records
@@ -104,8 +116,16 @@ def test_tabular_input_yields_declared_dtypes_defaults_and_label(tabular_dataset
 
 def test_tabular_strings_can_be_hashed_for_accelerators(tabular_dataset):
     manifest = manifest_io.load_manifest(str(tabular_dataset))
-    dataset = input_fn.tabular_dataset(str(tabular_dataset), manifest, "train", 64, label="label",
-                                       features=["x1", "category"], string_buckets=8, training=True)
+    dataset = input_fn.tabular_dataset(
+        str(tabular_dataset),
+        manifest,
+        "train",
+        64,
+        label="label",
+        features=["x1", "category"],
+        string_buckets=8,
+        training=True,
+    )
     features, labels = next(iter(dataset))
     assert sorted(features) == ["category", "x1"]
     assert features["category"].dtype == tf.int64
@@ -120,11 +140,15 @@ def test_input_errors_are_specific(image_dataset, tabular_dataset):
     context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=4)
     records = images.splits["validation"].records
     with pytest.raises(BatchSizeError):  # the per-replica batch times the replicas is what counts
-        input_fn.image_dataset(str(image_dataset), images, "validation", records // 2, training=False, input_context=context)
+        input_fn.image_dataset(
+            str(image_dataset), images, "validation", records // 2, training=False, input_context=context
+        )
     tabular = manifest_io.load_manifest(str(tabular_dataset))
     with pytest.raises(MissingFeatureError, match="'target'.*category, count"):
         input_fn.tabular_dataset(str(tabular_dataset), tabular, "train", 8, label="target", training=True)
     with pytest.raises(MissingFeatureError, match="'nope'"):
-        input_fn.tabular_dataset(str(tabular_dataset), tabular, "train", 8, label="label", features=["x1", "nope"], training=True)
+        input_fn.tabular_dataset(
+            str(tabular_dataset), tabular, "train", 8, label="label", features=["x1", "nope"], training=True
+        )
     with pytest.raises(TrainerError, match="missing from some records"):
         input_fn.tabular_dataset(str(tabular_dataset), tabular, "train", 8, label="x1", training=True)

@@ -21,7 +21,16 @@ from trainer.errors import BatchSizeError, IncompleteManifestError, ManifestNotF
 from trainer.loop import TrainingLoop
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-TABULAR_FLAGS = ["--label", "label", "--num_classes", "3", "--batch_size", "64", "--features", "x1,x2,x3,count,category,flag"]
+TABULAR_FLAGS = [
+    "--label",
+    "label",
+    "--num_classes",
+    "3",
+    "--batch_size",
+    "64",
+    "--features",
+    "x1,x2,x3,count,category,flag",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -48,8 +57,26 @@ def scalars(log_dir: pathlib.Path) -> dict[str, list[float]]:
 
 def test_trains_the_sample_above_chance_and_exports(image_dataset, tmp_path, capsys):
     model_dir = tmp_path / "model"
-    code = train.main(["--data", str(image_dataset), "--model_dir", str(model_dir), "--epochs", "15", "--batch_size", "16",
-                       "--image_size", "32", "--learning_rate", "0.003", "--steps_per_loop", "20", "--seed", "1"])
+    code = train.main(
+        [
+            "--data",
+            str(image_dataset),
+            "--model_dir",
+            str(model_dir),
+            "--epochs",
+            "15",
+            "--batch_size",
+            "16",
+            "--image_size",
+            "32",
+            "--learning_rate",
+            "0.003",
+            "--steps_per_loop",
+            "20",
+            "--seed",
+            "1",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "epoch 15" in out and "Trained small_cnn" in out
@@ -85,9 +112,9 @@ def test_resumes_from_the_latest_checkpoint(tabular_dataset, tmp_path):
     # A fresh model restored from the directory equals the trained one, optimizer state included.
     job = train.plan_job(args(*common))
     fresh = TrainingLoop(tf.distribute.get_strategy(), job.build_model, first.loop.config)
-    assert any(not np.array_equal(a, b.numpy()) for a, b in zip(trained, fresh.model.weights))
+    assert any(not np.array_equal(a, b.numpy()) for a, b in zip(trained, fresh.model.weights, strict=True))
     assert fresh.restore().endswith(f"ckpt-{2 * steps_per_epoch}")
-    for a, b in zip(trained, fresh.model.weights):
+    for a, b in zip(trained, fresh.model.weights, strict=True):
         np.testing.assert_array_equal(a, b.numpy())
     assert int(fresh.optimizer.iterations.numpy()) == iterations
     assert int(fresh.step.numpy()) == 2 * steps_per_epoch
@@ -106,16 +133,43 @@ def test_resumes_from_the_latest_checkpoint(tabular_dataset, tmp_path):
 
 
 def test_mixed_precision_trains_and_exports(tabular_dataset, tmp_path):
-    outcome = train.run(args("--data", tabular_dataset, "--model_dir", tmp_path / "m", *TABULAR_FLAGS,
-                             "--steps", "5", "--mixed_precision"))
+    outcome = train.run(
+        args(
+            "--data",
+            tabular_dataset,
+            "--model_dir",
+            tmp_path / "m",
+            *TABULAR_FLAGS,
+            "--steps",
+            "5",
+            "--mixed_precision",
+        )
+    )
     assert outcome.policy == "mixed_bfloat16"  # CPU: bfloat16 as on TPU
     assert outcome.result.step == 5 and np.isfinite(outcome.result.val_loss)
     assert (tmp_path / "m" / "export" / "saved_model.pb").exists()
 
 
 def test_steps_flag_and_regression_target(tabular_dataset, tmp_path):
-    outcome = train.run(args("--data", tabular_dataset, "--model_dir", tmp_path / "m", "--label", "id", "--task", "regression",
-                             "--features", "x1,x2", "--batch_size", "100", "--steps", "3", "--no_export"))
+    outcome = train.run(
+        args(
+            "--data",
+            tabular_dataset,
+            "--model_dir",
+            tmp_path / "m",
+            "--label",
+            "id",
+            "--task",
+            "regression",
+            "--features",
+            "x1,x2",
+            "--batch_size",
+            "100",
+            "--steps",
+            "3",
+            "--no_export",
+        )
+    )
     assert not outcome.job.classification and outcome.result.step == 3
     assert outcome.result.val_accuracy is None and np.isfinite(outcome.result.val_loss)
 
@@ -134,7 +188,8 @@ def test_global_batch_is_divided_among_replicas(image_dataset, tmp_path):
 
         data = {str(image_dataset)!r}
         manifest = manifest_io.load_manifest(data)
-        images, labels = next(iter(input_fn.image_dataset(data, manifest, "validation", 16, image_size=16, training=False)))
+        dataset = input_fn.image_dataset(data, manifest, "validation", 16, image_size=16, training=False)
+        images, labels = next(iter(dataset))
 
         def build():
             keras.utils.set_random_seed(7)
@@ -166,7 +221,9 @@ def test_global_batch_is_divided_among_replicas(image_dataset, tmp_path):
         print("OK")
     """)
     env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0 and "OK" in done.stdout, done.stdout + done.stderr[-3000:]
 
 
@@ -207,14 +264,20 @@ def test_incomplete_manifest(image_dataset, tmp_path, capsys):
 
 def test_label_the_data_lacks(tabular_dataset, tmp_path, capsys):
     with pytest.raises(MissingFeatureError):
-        train.plan_job(args("--data", tabular_dataset, "--model_dir", tmp_path, "--label", "price", "--num_classes", "3"))
-    code, line = run_cli(capsys, "--data", tabular_dataset, "--model_dir", tmp_path, "--label", "price", "--num_classes", "3")
+        train.plan_job(
+            args("--data", tabular_dataset, "--model_dir", tmp_path, "--label", "price", "--num_classes", "3")
+        )
+    code, line = run_cli(
+        capsys, "--data", tabular_dataset, "--model_dir", tmp_path, "--label", "price", "--num_classes", "3"
+    )
     assert code == 2 and "'price' is not a feature of this dataset" in line and "x1" in line
 
 
 def test_batch_larger_than_a_split(image_dataset, tmp_path, capsys):
     with pytest.raises(BatchSizeError):
-        train.run(args("--data", image_dataset, "--model_dir", tmp_path / "m", "--batch_size", "100", "--image_size", "16"))
+        train.run(
+            args("--data", image_dataset, "--model_dir", tmp_path / "m", "--batch_size", "100", "--image_size", "16")
+        )
     records = json.loads((image_dataset / "manifest.json").read_text())["splits"]["validation"]["records"]
     assert records < 100
     code, line = run_cli(capsys, "--data", image_dataset, "--model_dir", tmp_path / "m", "--batch_size", "100")
@@ -230,7 +293,22 @@ def test_follows_latest_of_a_refresh_root(tmp_path, capsys):
     assert pipeline_main(["refresh", "--input", str(REPO / "sample" / "images"), "--output", str(root)]) == 0
     version = (root / "LATEST").read_text().strip()
     model_dir = tmp_path / "model"
-    assert train.main(["--data", str(root), "--model_dir", str(model_dir), "--steps", "2", "--batch_size", "16",
-                       "--image_size", "32"]) == 0
+    assert (
+        train.main(
+            [
+                "--data",
+                str(root),
+                "--model_dir",
+                str(model_dir),
+                "--steps",
+                "2",
+                "--batch_size",
+                "16",
+                "--image_size",
+                "32",
+            ]
+        )
+        == 0
+    )
     assert json.loads((model_dir / "training_summary.json").read_text())["data"] == str(root / version)
     assert f"on {root / version} (" in capsys.readouterr().out

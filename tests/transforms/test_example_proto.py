@@ -11,10 +11,13 @@ def tf_example(features):
     def feature(value):
         values = value if isinstance(value, (list, tuple)) else [value]
         if isinstance(values[0], (bytes, str)):
-            return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode() if isinstance(v, str) else v for v in values]))
+            return tf.train.Feature(
+                bytes_list=tf.train.BytesList(value=[v.encode() if isinstance(v, str) else v for v in values])
+            )
         if isinstance(values[0], float):
             return tf.train.Feature(float_list=tf.train.FloatList(value=values))
         return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+
     return tf.train.Example(features=tf.train.Features(feature={k: feature(v) for k, v in features.items()}))
 
 
@@ -34,9 +37,14 @@ def test_bytes_identical_to_tensorflow(features):
 
 def test_parses_with_tf_parse_example():
     data = encode_example({"a": b"xyz", "n": [4, 5], "x": 2.5})
-    parsed = tf.io.parse_single_example(data, {
-        "a": tf.io.FixedLenFeature([], tf.string), "n": tf.io.FixedLenFeature([2], tf.int64),
-        "x": tf.io.FixedLenFeature([], tf.float32)})
+    parsed = tf.io.parse_single_example(
+        data,
+        {
+            "a": tf.io.FixedLenFeature([], tf.string),
+            "n": tf.io.FixedLenFeature([2], tf.int64),
+            "x": tf.io.FixedLenFeature([], tf.float32),
+        },
+    )
     assert parsed["a"].numpy() == b"xyz"
     assert parsed["n"].numpy().tolist() == [4, 5]
     assert np.isclose(parsed["x"].numpy(), 2.5)

@@ -30,7 +30,9 @@ def _beam_codecs(*steps: str) -> list[str]:
     """The module Beam's filesystem compresses with, in a fresh interpreter, before and after `steps`."""
     show = "print(filesystem.zlib.__name__)\n"
     code = "from apache_beam.io import filesystem\n" + show + "".join(steps) + show
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, check=True
+    )
     return result.stdout.split()
 
 
@@ -43,7 +45,7 @@ def test_what_beam_writes_is_standard_gzip(tmp_path):
     path = tmp_path / "out.gz"
     with FileSystems.create(str(path), compression_type=CompressionTypes.GZIP) as f:
         for start in range(0, len(PAYLOAD), 70_001):
-            f.write(PAYLOAD[start:start + 70_001])
+            f.write(PAYLOAD[start : start + 70_001])
     assert gzip.decompress(path.read_bytes()) == PAYLOAD
     assert len(path.read_bytes()) < len(PAYLOAD) - 350_000  # the text part was really compressed
 
@@ -58,8 +60,10 @@ def test_a_worker_importing_the_plugin_gets_isal():
     """What a Dataflow worker does at start with the --beam_plugins the runner collected."""
     plugin = f"{IsalGzip.__module__}.{IsalGzip.__name__}"
     assert plugin in BeamPlugin.get_all_plugin_paths()  # what DataflowRunner puts in --beam_plugins
-    steps = ("from apache_beam.runners.worker.sdk_worker_main import _import_beam_plugins\n",
-             f"_import_beam_plugins([{plugin!r}])\n")
+    steps = (
+        "from apache_beam.runners.worker.sdk_worker_main import _import_beam_plugins\n",
+        f"_import_beam_plugins([{plugin!r}])\n",
+    )
     assert _beam_codecs(*steps) == ["zlib", "isal.isal_zlib"]
 
 

@@ -10,7 +10,8 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -45,7 +46,9 @@ VARIANTS = {
     "png palette": V(lambda: bi.image_bytes("PNG", "P"), "as is", 3),
     "png palette 4-bit": V(lambda: bi.image_bytes("PNG", "P", bits=4), "as is", 3),
     "png palette, tRNS index": V(lambda: bi.image_bytes("PNG", "P", transparency=3), "as is", 4),
-    "png palette, tRNS alphas": V(lambda: bi.image_bytes("PNG", "P", transparency=bytes(range(0, 256, 16))), "as is", 4),
+    "png palette, tRNS alphas": V(
+        lambda: bi.image_bytes("PNG", "P", transparency=bytes(range(0, 256, 16))), "as is", 4
+    ),
     "png L, tRNS ignored": V(lambda: bi.image_bytes("PNG", "L", transparency=17), "as is", 1),
     "png RGB, tRNS ignored": V(lambda: bi.image_bytes("PNG", "RGB", transparency=(1, 2, 3)), "as is", 3),
     "png 16-bit grey": V(lambda: bi.image_bytes("PNG", "I;16"), "as is", 1, None),
@@ -60,8 +63,9 @@ VARIANTS = {
     "jpeg 4:4:4": V(lambda: bi.image_bytes("JPEG", "RGB", subsampling=0), "as is", 3, "close"),
     "jpeg progressive": V(lambda: bi.image_bytes("JPEG", "RGB", progressive=True), "as is", 3, "close"),
     "jpeg restart markers": V(lambda: bi.image_bytes("JPEG", "RGB", restart_marker_blocks=1), "as is", 3, "close"),
-    "jpeg trailing bytes": V(lambda: bi.image_bytes("JPEG", "RGB") + b"\0" * 64 + b"\xff\xd8 maker notes",
-                             "as is", 3, "close"),
+    "jpeg trailing bytes": V(
+        lambda: bi.image_bytes("JPEG", "RGB") + b"\0" * 64 + b"\xff\xd8 maker notes", "as is", 3, "close"
+    ),
     "jpeg CMYK (Adobe)": V(lambda: bi.image_bytes("JPEG", "CMYK"), "as is", 3, "close"),
     "jpeg YCCK": V(bi.ycck_jpeg, "as is", 3, "close"),
     "jpeg EXIF-rotated": V(bi.exif_rotated_jpeg, "as is", 3, "close"),  # stored unrotated, like TF decodes it
@@ -164,8 +168,11 @@ def large_int_tiff() -> bytes:
 
 BROKEN = {
     "zero bytes": (bi.zero_bytes, "read", "empty file (0 bytes)"),
-    "html page": (bi.html_page, "identify",
-                  "looks like HTML/XML (a web page saved under an image name?): b'<!DOCTYPE html>"),
+    "html page": (
+        bi.html_page,
+        "identify",
+        "looks like HTML/XML (a web page saved under an image name?): b'<!DOCTYPE html>",
+    ),
     "csv text": (lambda: b"path,label\ncat.jpg,cat\n", "identify", "looks like text: b'path,label\\ncat.jpg"),
     "unknown binary": (lambda: bytes(range(256)), "identify", "not an image in any format Pillow reads"),
     "eps": (lambda: bi.image_bytes("EPS", "RGB"), "identify", "EPS files are not accepted"),
@@ -181,8 +188,11 @@ BROKEN = {
     "png cut inside its header": (lambda: bi.image_bytes("PNG", "RGB")[:20], "decode", "unreadable header: truncated"),
     "png zero width": (lambda: bi.bomb_png(0, 10), "decode", "starts like PNG"),
     "truncated gif": (lambda: bi.image_bytes("GIF", "P")[:-300], "decode", "bad GIF data: image file is truncated"),
-    "truncated animated gif": (lambda: bi.animated_bytes("GIF", "P")[:-300], "decode",
-                               "truncated GIF: the file ends after 2 complete frame(s)"),
+    "truncated animated gif": (
+        lambda: bi.animated_bytes("GIF", "P")[:-300],
+        "decode",
+        "truncated GIF: the file ends after 2 complete frame(s)",
+    ),
     "truncated webp": (lambda: bi.image_bytes("WEBP", "RGB")[:-200], "decode", "unreadable header"),
     "truncated bmp": (lambda: bi.image_bytes("BMP", "RGB")[:-200], "decode", "bad BMP data: image file is truncated"),
     "bomb png": (bi.bomb_png, "dimensions", "10000000000 pixels"),
@@ -199,8 +209,19 @@ def test_broken_input(name):
     assert (raised.value.stage, reason.lower() in raised.value.reason.lower()) == (stage, True), raised.value.reason
 
 
-@pytest.mark.parametrize("name", ["truncated jpeg", "jpeg without end marker", "corrupt jpeg", "jpeg with a stray marker",
-                                  "truncated png", "png without IEND's CRC", "corrupt png", "png with a bad CRC"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "truncated jpeg",
+        "jpeg without end marker",
+        "corrupt jpeg",
+        "jpeg with a stray marker",
+        "truncated png",
+        "png without IEND's CRC",
+        "corrupt png",
+        "png with a bad CRC",
+    ],
+)
 def test_what_is_refused_as_undecodable_is_undecodable_in_tensorflow(name):
     """Each check earns its cost: without it, these would be records TF cannot read."""
     with pytest.raises(tf.errors.InvalidArgumentError):
@@ -268,8 +289,18 @@ def test_bombs_are_refused_from_the_header_without_tensorflow_or_a_large_allocat
     assert result.stdout.split("\n") == expected, result.stderr
 
 
-FUZZED = ["jpeg RGB", "jpeg progressive", "jpeg grey", "mpo", "png RGB", "png palette", "gif animated",
-          "bmp 24-bit", "webp lossy", "webp alpha lossless"]
+FUZZED = [
+    "jpeg RGB",
+    "jpeg progressive",
+    "jpeg grey",
+    "mpo",
+    "png RGB",
+    "png palette",
+    "gif animated",
+    "bmp 24-bit",
+    "webp lossy",
+    "webp alpha lossless",
+]
 
 
 @pytest.mark.filterwarnings("ignore:Image appears to be a malformed MPO file")

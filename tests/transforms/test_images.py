@@ -26,19 +26,27 @@ def sources(tmp_path):
         good[str(path)] = (20 + i, 10 + i)
     (tmp_path / "truncated.jpg").write_bytes(broken_images.truncated_jpeg())
     (tmp_path / "bird.jpg").write_bytes(broken_images.image_bytes("JPEG", "RGB", (8, 8)))
-    bad = {str(tmp_path / "truncated.jpg"): "decode", str(tmp_path / "missing.jpg"): "read",
-           str(tmp_path / "bird.jpg"): "label"}
-    listed = [Source(uri, uri, "bird" if uri.endswith("bird.jpg") else LABELS[n % 2], "train")
-              for n, uri in enumerate([*good, *bad])]
+    bad = {
+        str(tmp_path / "truncated.jpg"): "decode",
+        str(tmp_path / "missing.jpg"): "read",
+        str(tmp_path / "bird.jpg"): "label",
+    }
+    listed = [
+        Source(uri, uri, "bird" if uri.endswith("bird.jpg") else LABELS[n % 2], "train")
+        for n, uri in enumerate([*good, *bad])
+    ]
     return listed, good, bad
 
 
 def _run(listed, batch_size, threads):
     p = TestPipeline()
-    out = (p
-           | beam.Create([listed[i:i + batch_size] for i in range(0, len(listed), batch_size)])
-           | beam.ParDo(ReadImages(LABELS, DEFAULT_IMAGE_KEYS, max_pixels=1_000_000, threads=threads))
-           .with_outputs(DEAD_LETTERS, main="records"))
+    out = (
+        p
+        | beam.Create([listed[i : i + batch_size] for i in range(0, len(listed), batch_size)])
+        | beam.ParDo(ReadImages(LABELS, DEFAULT_IMAGE_KEYS, max_pixels=1_000_000, threads=threads)).with_outputs(
+            DEAD_LETTERS, main="records"
+        )
+    )
     return p, out
 
 
@@ -54,16 +62,23 @@ def test_one_outcome_per_source(sources, batch_size, threads):
             feature = tf.train.Example.FromString(record.data).features.feature
             uri = feature["image/filename"].bytes_list.value[0].decode()
             seen[uri] = (feature["image/width"].int64_list.value[0], feature["image/height"].int64_list.value[0])
-            assert feature["image/class/label"].int64_list.value[0] == LABELS.index(labels[uri]) == LABELS.index(record.label)
+            assert (
+                feature["image/class/label"].int64_list.value[0]
+                == LABELS.index(labels[uri])
+                == LABELS.index(record.label)
+            )
         assert seen == good
 
     assert_that(out.records, check_records, label="records")
-    assert_that(out[DEAD_LETTERS] | beam.Map(lambda d: (d.source, d.stage)), equal_to(list(bad.items())),
-                label="dead letters")
+    assert_that(
+        out[DEAD_LETTERS] | beam.Map(lambda d: (d.source, d.stage)), equal_to(list(bad.items())), label="dead letters"
+    )
     result = p.run()
     result.wait_until_finish()
-    counters = {c.key.metric.name: c.committed
-                for c in result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))["counters"]}
+    counters = {
+        c.key.metric.name: c.committed
+        for c in result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))["counters"]
+    }
     good_bytes = sum(len(broken_images.image_bytes("JPEG", "RGB", size)) for size in good.values())
     assert counters["written"] == len(good) and counters["errors"] == len(bad)
     # bytes of every file read: the good ones and the truncated one (missing and bird are not read)

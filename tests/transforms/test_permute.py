@@ -10,8 +10,9 @@ def _order_checker(original):
         assert sorted(actual) == sorted(original), "elements lost or duplicated"
         # Beam's Reshuffle keeps listing order on the DirectRunner; a permutation must not. The
         # chance that a random permutation of 1000 leaves > 100 elements in place is negligible.
-        in_place = sum(a == b for a, b in zip(actual, original))
+        in_place = sum(a == b for a, b in zip(actual, original, strict=True))
         assert in_place < 100, f"{in_place} of {len(original)} elements kept their position"
+
     return check
 
 

@@ -7,7 +7,9 @@ EXTENSIONS = frozenset({".jpg", ".jpeg", ".png"})
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
 
 
-@pytest.mark.parametrize("path, expected", [("a/b.JPG", ".jpg"), ("a/.DS_Store", ""), ("a/README", ""), ("x.tar.gz", ".gz")])
+@pytest.mark.parametrize(
+    "path, expected", [("a/b.JPG", ".jpg"), ("a/.DS_Store", ""), ("a/README", ""), ("x.tar.gz", ".gz")]
+)
 def test_extension_of(path, expected):
     assert extension_of(path) == expected
 
@@ -15,7 +17,9 @@ def test_extension_of(path, expected):
 def test_classify_folder_entries():
     image = classify_folder_entry("gs://b/root", "gs://b/root/cat/sub/1.JPEG", EXTENSIONS, FRACTIONS)
     assert isinstance(image, Source) and image.label == "cat" and image.key == "cat/sub/1.JPEG"
-    assert classify_folder_entry("/d", "/d/cat/.DS_Store", EXTENSIONS, FRACTIONS) == Skipped("/d/cat/.DS_Store", "(none)")
+    assert classify_folder_entry("/d", "/d/cat/.DS_Store", EXTENSIONS, FRACTIONS) == Skipped(
+        "/d/cat/.DS_Store", "(none)"
+    )
     assert classify_folder_entry("/d", "/d/cat/notes.txt", EXTENSIONS, FRACTIONS) == Skipped("/d/cat/notes.txt", ".txt")
     stray = classify_folder_entry("/d", "/d/stray.jpg", EXTENSIONS, FRACTIONS)
     assert isinstance(stray, DeadLetter) and stray.stage == "label"
@@ -28,20 +32,33 @@ def test_split_is_the_same_wherever_the_dataset_lives():
 
 
 def test_parse_image_csv_with_header(tmp_path):
-    lines = ["split,image_uri,label\n", "TRAIN,img/a.jpg,cat\n", "VALIDATION,gs://b/x.png,dog\n", "UNASSIGNED,img/c.jpg,cat\n",
-             "\n", "TEST,img/d.jpg,\n", "WEIRD-SPLIT,img/e.jpg,cat\n", "TRAIN\n"]
+    lines = [
+        "split,image_uri,label\n",
+        "TRAIN,img/a.jpg,cat\n",
+        "VALIDATION,gs://b/x.png,dog\n",
+        "UNASSIGNED,img/c.jpg,cat\n",
+        "\n",
+        "TEST,img/d.jpg,\n",
+        "WEIRD-SPLIT,img/e.jpg,cat\n",
+        "TRAIN\n",
+    ]
     out = list(parse_image_csv(lines, str(tmp_path / "labels.csv"), "image_uri", "label", "split", FRACTIONS))
     sources = [o for o in out if isinstance(o, Source)]
     errors = [o for o in out if isinstance(o, DeadLetter)]
-    assert [(s.uri, s.label, s.split) for s in sources[:2]] == [(str(tmp_path / "img/a.jpg"), "cat", "train"),
-                                                                 ("gs://b/x.png", "dog", "validation")]
+    assert [(s.uri, s.label, s.split) for s in sources[:2]] == [
+        (str(tmp_path / "img/a.jpg"), "cat", "train"),
+        ("gs://b/x.png", "dog", "validation"),
+    ]
     assert sources[2].split in {"train", "validation"} and sources[2].key == "img/c.jpg"
     assert [(e.source.rsplit(":", 1)[1], e.stage) for e in errors] == [("6", "parse"), ("7", "parse"), ("8", "parse")]
     assert "no label" in errors[0].reason
 
 
 def test_parse_headerless_automl_csv():
-    out = list(parse_image_csv(["TEST,gs://b/a.jpg,cat\n", "gs://b/b.jpg,dog\n"], "gs://b/l.csv", "image_uri", "label",
-                               "split", FRACTIONS))
+    out = list(
+        parse_image_csv(
+            ["TEST,gs://b/a.jpg,cat\n", "gs://b/b.jpg,dog\n"], "gs://b/l.csv", "image_uri", "label", "split", FRACTIONS
+        )
+    )
     assert out[0] == Source("gs://b/a.jpg", "gs://b/a.jpg", "cat", "test")
     assert isinstance(out[1], DeadLetter)  # the layout is fixed by the first row (3 columns)

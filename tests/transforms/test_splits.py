@@ -1,4 +1,8 @@
 import collections
+import os
+import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -7,9 +11,24 @@ from transforms.splits import assign_split, check_split_name, hash_fraction
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
 
 
-def test_assignment_is_a_pure_function_of_the_key():
+def test_assignment_is_the_same_in_every_process():
+    """Reruns and refreshes run in new processes (string hashing is salted per process)."""
     keys = [f"cat/{i:05d}.jpg" for i in range(2000)]
-    assert [assign_split(k, FRACTIONS) for k in keys] == [assign_split(k, FRACTIONS) for k in keys]
+    code = (
+        "from transforms.splits import assign_split\n"
+        f"print(''.join(assign_split(f'cat/{{i:05d}}.jpg', {FRACTIONS!r})[0] for i in range(2000)))"
+    )
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    for seed in ("1", "2"):
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=repo,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        assert result.stdout.strip() == "".join(assign_split(k, FRACTIONS)[0] for k in keys)
 
 
 def test_fractions_are_respected():

@@ -14,8 +14,20 @@ def rows(*values):
     return [Row(f"f.csv:{i + 2}", "train", v) for i, v in enumerate(values)]
 
 
-@pytest.mark.parametrize("value, expected", [("12", True), ("-3", True), ("+7", True), ("1.0", False), ("1e3", False),
-                                             ("9223372036854775807", True), ("9223372036854775808", False), ("", False), (" 1", False)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("12", True),
+        ("-3", True),
+        ("+7", True),
+        ("1.0", False),
+        ("1e3", False),
+        ("9223372036854775807", True),
+        ("9223372036854775808", False),
+        ("", False),
+        (" 1", False),
+    ],
+)
 def test_is_int64(value, expected):
     assert is_int64(value) is expected
 
@@ -35,15 +47,24 @@ def test_parse_value_errors_name_the_value():
 
 
 def test_infer_schema_over_all_rows():
-    data = rows(("1", "0.5", "ann", "true"), ("2", "3", "bob", "false"), ("3", "", "7", "true"), ("x", "1e2", "", "false"))
+    data = rows(
+        ("1", "0.5", "ann", "true"), ("2", "3", "bob", "false"), ("3", "", "7", "true"), ("x", "1e2", "", "false")
+    )
     with TestPipeline() as p:
         schema = p | beam.Create(data) | beam.CombineGlobally(InferSchema(COLUMNS, {"flag": "bool"}))
-        assert_that(schema, equal_to([{
-            "id": ColumnType("string", 0),     # one non-integer makes the column string
-            "score": ColumnType("float32", 1),  # ints and floats -> float; one empty cell
-            "name": ColumnType("string", 1),
-            "flag": ColumnType("bool", 0),      # declared
-        }]))
+        assert_that(
+            schema,
+            equal_to(
+                [
+                    {
+                        "id": ColumnType("string", 0),  # one non-integer makes the column string
+                        "score": ColumnType("float32", 1),  # ints and floats -> float; one empty cell
+                        "name": ColumnType("string", 1),
+                        "flag": ColumnType("bool", 0),  # declared
+                    }
+                ]
+            ),
+        )
 
 
 def test_infer_schema_merges_partial_accumulators():
