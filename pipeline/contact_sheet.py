@@ -10,6 +10,7 @@ import math
 from PIL import Image, ImageDraw, ImageFont
 
 from pipeline import storage
+from pipeline.contract.features import parse_spec
 from pipeline.contract.layout import join
 from pipeline.contract.manifest import Manifest
 from pipeline.tfrecord_reader import read_records
@@ -41,12 +42,8 @@ def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
     of the splits in manifest order, decoded: {image (uint8 HxWxC numpy), label, width, ...}."""
     tf = import_tensorflow()
     keys = manifest.image_keys
-    spec = {keys["encoded"]: tf.io.FixedLenFeature([], tf.string)}
-    if keys.get("label") in manifest.features:
-        spec[keys["label"]] = tf.io.FixedLenFeature([], tf.int64)
-    for role in ("filename", "format"):
-        if keys.get(role) in manifest.features:
-            spec[keys[role]] = tf.io.FixedLenFeature([], tf.string, default_value="")
+    shown = [keys[role] for role in ("encoded", "label", "filename", "format") if keys.get(role) in manifest.features]
+    spec = parse_spec([manifest.features[key] for key in shown], tf, fill_missing=True)
     samples = []
     for split in manifest.splits.values():
         for shard in split.shards:

@@ -133,43 +133,16 @@ def test_resumes_from_the_latest_checkpoint(tabular_dataset, tmp_path):
 
 
 def test_mixed_precision_trains_and_exports(tabular_dataset, tmp_path):
-    outcome = train.run(
-        args(
-            "--data",
-            tabular_dataset,
-            "--model_dir",
-            tmp_path / "m",
-            *TABULAR_FLAGS,
-            "--steps",
-            "5",
-            "--mixed_precision",
-        )
-    )
+    flags = ["--data", tabular_dataset, "--model_dir", tmp_path / "m", *TABULAR_FLAGS, "--steps", "5"]
+    outcome = train.run(args(*flags, "--mixed_precision"))
     assert outcome.policy == "mixed_bfloat16"  # CPU: bfloat16 as on TPU
     assert outcome.result.step == 5 and np.isfinite(outcome.result.val_loss)
     assert (tmp_path / "m" / "export" / "saved_model.pb").exists()
 
 
 def test_steps_flag_and_regression_target(tabular_dataset, tmp_path):
-    outcome = train.run(
-        args(
-            "--data",
-            tabular_dataset,
-            "--model_dir",
-            tmp_path / "m",
-            "--label",
-            "id",
-            "--task",
-            "regression",
-            "--features",
-            "x1,x2",
-            "--batch_size",
-            "100",
-            "--steps",
-            "3",
-            "--no_export",
-        )
-    )
+    flags = ["--data", tabular_dataset, "--model_dir", tmp_path / "m", "--label", "id", "--task", "regression"]
+    outcome = train.run(args(*flags, "--features", "x1,x2", "--batch_size", "100", "--steps", "3", "--no_export"))
     assert not outcome.job.classification and outcome.result.step == 3
     assert outcome.result.val_accuracy is None and np.isfinite(outcome.result.val_loss)
 
