@@ -1,0 +1,168 @@
+"""What the benchmark reports: each variant's medians over its runs and its ratios to the two
+baselines (throughput to serial_tf, memory to plain_beam), as a table on stdout and as JSON."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import statistics
+
+from bench_settings import PIPELINE_VARIANTS
+
+TABLE_NOTES = (
+    "\nimg/s, MB/s: corpus files / input bytes over the subprocess' wall-clock time, start-up included;"
+    "\ncpu s: user+system CPU seconds of the process tree (insensitive to other load on the machine);"
+    "\npeak RSS: summed VmRSS of the process tree, sampled every ~50 ms; img/s work: after imports"
+    "\n(pipeline variants: the summary's elapsed); records: TFRecord records counted in the first run's output."
+)
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarize(runs: list[dict]) -> dict:
+    """A variant's status and the medians of its successful runs."""
+    ok = [r for r in runs if r["rc"] == 0 and not r["timed_out"]]
+    summary = {"ok_runs": len(ok), "runs": runs}
+    if not ok:
+        summary["status"] = "failed"
+        return summary
+    summary["status"] = "ok" if len(ok) == len(runs) else "partial"
+    summary["median"] = {
+        "wall_s": _median([r["wall_s"] for r in ok]),
+        "cpu_s": _median([r["cpu_s"] for r in ok]),
+        "images_per_s": _median([r["images_per_s"] for r in ok]),
+        "mb_per_s": _median([r["mb_per_s"] for r in ok]),
+        "peak_rss_mb": _median([r["peak_rss_mb"] for r in ok]),
+        "work_images_per_s": _median([r.get("work_images_per_s") for r in ok]),
+    }
+    summary["min_images_per_s"] = min(r["images_per_s"] for r in ok)
+    summary["max_images_per_s"] = max(r["images_per_s"] for r in ok)
+    return summary
+
+
+def _baseline(results: dict, variant: str, figure: str):
+    return results.get(variant, {}).get("median", {}).get(figure)
+
+
+def summarize_all(variants: list[str], runs: dict, verified: dict, problems: dict) -> dict:
+    """{variant: summary}, with each variant's output check, problems and ratios to the baselines."""
+    results = {}
+    for variant in variants:
+        summary = summarize(runs[variant])
+        summary["verify"] = verified.get(variant, {})
+        summary["problems"] = problems[variant]
+        results[variant] = summary
+    base_tp = _baseline(results, "serial_tf", "images_per_s")
+    base_rss = _baseline(results, "plain_beam", "peak_rss_mb")
+    base_work = _baseline(results, "serial_tf", "work_images_per_s")
+    for summary in results.values():
+        med = summary.get("median")
+        if med:
+            work = med["work_images_per_s"]
+            summary["ratios"] = {
+                "throughput_vs_serial_tf": med["images_per_s"] / base_tp if base_tp else None,
+                "work_throughput_vs_serial_tf": work / base_work if base_work and work else None,
+                "peak_rss_vs_plain_beam": med["peak_rss_mb"] / base_rss if base_rss else None,
+            }
+    return results
+
+
+def _fmt(value, spec: str, suffix: str = "", missing: str = "-") -> str:
+    return missing if value is None else format(value, spec) + suffix
+
+
+def _table_row(variant: str, summary: dict, base_tp, base_rss) -> str:
+    med = summary.get("median")
+    if not med:
+        return f"{variant:<17} {summary['ok_runs']:>2}/{len(summary['runs']):<2} FAILED (see below)"
+    tp_ratio = med["images_per_s"] / base_tp if base_tp else None
+    rss_ratio = med["peak_rss_mb"] / base_rss if base_rss else None
+    records = summary.get("verify", {}).get("records")
+    spread = f"({summary['min_images_per_s']:.0f}-{summary['max_images_per_s']:.0f})"
+    return (
+        f"{variant:<17} {summary['ok_runs']:>2}/{len(summary['runs']):<2} {med['images_per_s']:>8.1f} {spread:>13} "
+        f"{med['mb_per_s']:>7.1f} {med['peak_rss_mb']:>12.0f} {_fmt(tp_ratio, '.2f', 'x'):>13} "
+        f"{_fmt(rss_ratio, '.2f', 'x'):>12} {med['wall_s']:>7.2f} {med['cpu_s']:>7.2f} "
+        f"{_fmt(med['work_images_per_s'], '.1f'):>11} {_fmt(records, 'd'):>8}"
+    )
+
+
+def print_table(results: dict, corpus: dict, runs: int) -> None:
+    """The table of medians, what its columns mean, then each variant's problems."""
+    base_tp = _baseline(results, "serial_tf", "images_per_s")
+    base_rss = _baseline(results, "plain_beam", "peak_rss_mb")
+    header = (
+        f"{'variant':<17} {'ok':>5} {'img/s':>8} {'(min-max)':>13} {'MB/s':>7} {'peak RSS MB':>12} "
+        f"{'vs serial_tf':>13} {'RSS vs beam':>12} {'wall s':>7} {'cpu s':>7} {'img/s work':>11} {'records':>8}"
+    )
+    print()
+    print(
+        f"corpus: {corpus['path']}: {corpus['files']} files, {corpus['mb']:.1f} MB, "
+        f"median {corpus['median_kb']:.1f} kB, {corpus['classes']} classes; "
+        f"medians of {runs} run(s) per variant; cpus={os.cpu_count()}"
+    )
+    print(header)
+    print("-" * len(header))
+    for variant, summary in results.items():
+        print(_table_row(variant, summary, base_tp, base_rss))
+    print(TABLE_NOTES)
+    work = [
+        f"{variant} {summary['ratios']['work_throughput_vs_serial_tf']:.2f}x"
+        for variant, summary in results.items()
+        if variant in PIPELINE_VARIANTS and summary.get("ratios", {}).get("work_throughput_vs_serial_tf")
+    ]
+    if work:
+        print(f"after start-up (img/s work) vs serial_tf: {', '.join(work)}")
+    for variant, summary in results.items():
+        for problem in summary.get("problems", []):
+            print(f"\n[{variant}] {problem}")
+
+
+def print_per_image_costs(costs: dict, results: dict, runs: int) -> None:
+    """The per-image costs, with the integrity check's share of the pipeline's time per image."""
+    pipeline_rate = _baseline(results, "pipeline", "images_per_s")
+    share = (
+        f", {100 * costs['check_image_us'] / (1e6 / pipeline_rate):.0f}% of the pipeline's time per image"
+        if pipeline_rate
+        else ""
+    )
+    print(
+        f"\nper image (median of {runs}, one thread): integrity check: header-only dimensions "
+        f"{costs['header_only_us']:.0f} us, check_image {costs['check_image_us']:.0f} us{share}; "
+        f"GZIP: stdlib zlib {costs['gzip_zlib_us']:.0f} us, ISA-L (the pipeline's) {costs['gzip_isal_us']:.0f} us"
+    )
+
+
+def print_load_note(load_start: tuple[float, float, float]) -> None:
+    """Warns when the machine was already busy: the figures then understate every variant."""
+    if load_start[0] > 0.5 * (os.cpu_count() or 1):
+        print(f"\nnote: the machine was busy when the benchmark started (load average {load_start[0]:.2f}).")
+
+
+def write_report(path: str, settings, loadavg: tuple, results: dict, costs: dict) -> None:
+    """Writes every figure, each run included, as JSON. `settings`: the runs' bench_runs.RunSettings;
+    `loadavg`: the load averages at the start and at the end of the benchmark."""
+    report = {
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "corpus": settings.corpus,
+        "runs_per_variant": settings.runs,
+        "pipeline_args": settings.pipeline_args,
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "loadavg_start": loadavg[0],
+            "loadavg_end": loadavg[1],
+        },
+        "variants": results,
+        "per_image_costs": costs,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2, sort_keys=True)
+    print(f"\nwrote {path}")

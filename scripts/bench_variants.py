@@ -1,0 +1,197 @@
+"""The script variants the pipeline is compared with, each run by `benchmark.py --worker VARIANT` in
+its own timed subprocess, and the untimed `count` worker that checks an output folder.
+
+A subprocess' wall-clock time includes its imports, so each worker imports what its variant needs
+inside its own function: the `floor` variant stays on the standard library. The project modules
+imported here (pipeline.contract) use neither Beam nor TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+
+from bench_corpus import list_corpus
+from bench_settings import RESULT_TAG
+
+# The plain Beam variant's shard count: a fixed, typical choice, not planned from the input.
+PLAIN_BEAM_SHARDS = 8
+
+
+def _label_ids(items):
+    return {label: i for i, label in enumerate(sorted({label for _, label in items}))}
+
+
+def _image_format(path: str) -> bytes:
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    return b"jpeg" if ext in ("jpg", "jpeg") else ext.encode()
+
+
+def _make_example(tf, keys: dict, raw: bytes, shape, path: str, label: str, label_id: int):
+    """The Example the pipeline writes for one image, under the pipeline's feature keys (`keys`)."""
+
+    def b(v):
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
+
+    def i(v):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v)]))
+
+    features = {
+        "encoded": b(raw),
+        "height": i(shape[0]),
+        "width": i(shape[1]),
+        "channels": i(shape[2]),
+        "label": i(label_id),
+        "text": b(label.encode()),
+        "filename": b(os.path.basename(path).encode()),
+        "format": b(_image_format(path)),
+    }
+    return tf.train.Example(features=tf.train.Features(feature={keys[role]: f for role, f in features.items()}))
+
+
+def _decode_shape(tf, raw, path: str):
+    """The decoded image's (height, width, channels): tf.io.decode_jpeg for JPEG files, as in the
+    tutorials (the photo corpus is all JPEG); tf.io.decode_image for anything else."""
+    if _image_format(path) == b"jpeg":
+        return tf.io.decode_jpeg(raw).shape
+    return tf.io.decode_image(raw, expand_animations=False).shape
+
+
+def worker_serial_tf(items, dest) -> dict:
+    """The TensorFlow tutorials' serial loop, writing one GZIP TFRecord file."""
+    import tensorflow as tf
+
+    from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+    from pipeline.contract.layout import RECORD_FILES
+
+    t0 = time.perf_counter()
+    ids = _label_ids(items)
+    written = 0
+    with tf.io.TFRecordWriter(os.path.join(dest, "data" + RECORD_FILES.suffix), options="GZIP") as writer:
+        for path, label in items:
+            raw = tf.io.read_file(path)
+            shape = _decode_shape(tf, raw, path)
+            example = _make_example(tf, DEFAULT_IMAGE_KEYS, raw.numpy(), shape, path, label, ids[label])
+            writer.write(example.SerializeToString())
+            written += 1
+    return {"work_s": time.perf_counter() - t0, "written": written}
+
+
+def worker_plain_beam(items, dest) -> dict:
+    """A plain Beam pipeline on the DirectRunner with its default options and Beam's own GZIP."""
+    import apache_beam as beam
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+    from pipeline.contract.layout import RECORD_FILES
+
+    importlib.import_module("tensorflow")  # before the clock starts, as in the other variants
+
+    class ToExample(beam.DoFn):
+        def setup(self):
+            import tensorflow
+
+            self.tf = tensorflow
+
+        def process(self, item):
+            path, label, label_id = item
+            with FileSystems.open(path) as f:
+                raw = f.read()
+            shape = _decode_shape(self.tf, raw, path)
+            yield _make_example(self.tf, DEFAULT_IMAGE_KEYS, raw, shape, path, label, label_id).SerializeToString()
+
+    t0 = time.perf_counter()
+    ids = _label_ids(items)
+    elements = [(path, label, ids[label]) for path, label in items]
+    options = PipelineOptions(["--runner=DirectRunner"])
+    with beam.Pipeline(options=options) as p:
+        _ = (
+            p
+            | "Paths" >> beam.Create(elements)
+            | "Spread" >> beam.Reshuffle()
+            | "ToExample" >> beam.ParDo(ToExample())
+            | "Gather" >> beam.Reshuffle()
+            | "Write"
+            >> beam.io.WriteToTFRecord(
+                os.path.join(dest, "part"),
+                compression_type=CompressionTypes.GZIP,
+                num_shards=PLAIN_BEAM_SHARDS,
+                file_name_suffix=RECORD_FILES.suffix,
+            )
+        )
+    return {"work_s": time.perf_counter() - t0}
+
+
+def _gzip_size(path: str) -> int:
+    import gzip
+
+    with open(path, "rb") as f:
+        return len(gzip.compress(f.read(), compresslevel=6, mtime=0))
+
+
+def worker_floor(items, dest) -> dict:
+    """Reads and gzip-compresses every file on every core, discarding the output: roughly the least
+    work any converter that compresses with the stdlib's zlib must do."""
+    import multiprocessing
+
+    t0 = time.perf_counter()
+    processes = os.cpu_count() or 1
+    with multiprocessing.Pool(processes) as pool:
+        compressed = sum(pool.imap_unordered(_gzip_size, [path for path, _ in items], chunksize=16))
+    return {"work_s": time.perf_counter() - t0, "compressed_bytes": compressed, "processes": processes}
+
+
+def _output_files(dest: str, manifest_name: str, record_suffix: str, result: dict) -> list[str]:
+    """The record files of an output folder: the shards its manifest lists (whose counts go into
+    `result`) or, without a manifest, every record file in it."""
+    manifest_path = os.path.join(dest, manifest_name)
+    if not os.path.exists(manifest_path):
+        return sorted(
+            os.path.join(root, name)
+            for root, _, names in os.walk(dest)
+            for name in names
+            if name.endswith(record_suffix)
+        )
+    with open(manifest_path, encoding="utf-8") as f:
+        manifest = json.load(f)
+    splits = manifest.get("splits", {})
+    result["manifest_records"] = sum(int(split.get("records", 0)) for split in splits.values())
+    result["manifest_counts"] = manifest.get("counts")
+    return [os.path.join(dest, shard) for split in splits.values() for shard in split.get("shards", [])]
+
+
+def worker_count(dest) -> dict:
+    """Counts the records of a variant's output folder (untimed verification)."""
+    import tensorflow as tf
+
+    from pipeline.contract.layout import MANIFEST_NAME, RECORD_FILES
+
+    result: dict = {}
+    files = _output_files(dest, MANIFEST_NAME, RECORD_FILES.suffix, result)
+    records = 0
+    keys: list[str] = []
+    for path in files:
+        for raw in tf.data.TFRecordDataset(path, compression_type="GZIP").as_numpy_iterator():
+            if not keys:
+                keys = sorted(tf.train.Example.FromString(raw).features.feature)
+            records += 1
+    result.update(records=records, files=len(files), bytes=sum(os.path.getsize(p) for p in files), keys=keys)
+    return result
+
+
+def run_worker(args) -> int:
+    """Runs `args.worker` and prints its result as one tagged JSON line for the driver."""
+    if args.worker == "count":
+        result = worker_count(args.dest)
+    else:
+        items = list_corpus(args.corpus, tuple(args.extensions.split(",")))
+        fn = {"serial_tf": worker_serial_tf, "plain_beam": worker_plain_beam, "floor": worker_floor}[args.worker]
+        result = fn(items, args.dest)
+    sys.stdout.flush()
+    print(RESULT_TAG + json.dumps(result), flush=True)
+    return 0
