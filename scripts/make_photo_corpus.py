@@ -56,8 +56,10 @@ _SOURCES: dict[str, Image.Image] = {}
 
 
 def _skimage_data_dir() -> str:
-    import skimage.data  # only to locate the package folder; no fetching
-
+    try:
+        import skimage.data  # only to locate the package folder; no fetching
+    except ImportError as e:
+        raise SystemExit(f"the photo corpus needs scikit-image ({e}): pip install -e '.[bench]'") from e
     return os.path.dirname(skimage.data.__file__)
 
 
@@ -142,6 +144,7 @@ def _build_one(job: tuple[int, int, str]) -> int:
 
 def build(out: str, count: int, seed: int, processes: int | None = None) -> list[int]:
     """Writes the corpus; returns the file sizes in bytes."""
+    _skimage_data_dir()  # here, not first in the pool's workers, whose crashes the pool would only restart
     for label in CLASSES:
         shutil.rmtree(os.path.join(out, label), ignore_errors=True)
         os.makedirs(os.path.join(out, label), exist_ok=True)
