@@ -24,26 +24,46 @@ from apache_beam.portability.api import beam_runner_api_pb2
 
 from pipeline.build import build_pipeline
 from pipeline.cli import main
-from pipeline.runners import pipeline_options
+from pipeline.commands import dataflow as dataflow_command
 from pipeline.config import load_config
-from pipeline.dataflow import (SettingsError, beam_flags, gcloud_flags, launch_body, launch_environment, load_settings,
-                               template_parameters)
-from pipeline.latest import LATEST_NAME
+from pipeline.contract.versions import LATEST_NAME
+from pipeline.dataflow.flex_template import TemplateError, template_parameters
+from pipeline.dataflow.launch_flags import beam_flags, gcloud_flags, launch_body, launch_environment
+from pipeline.dataflow.settings import SettingsError, load_settings
 from pipeline.planning import make_plan
-from pipeline.refresh import VersionPointer
+from pipeline.publish import FolderPublication
+from pipeline.runners import pipeline_options
+from pipeline.version_store import VersionPublication
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample" / "images"
 WORKER_IMAGE = "us-central1-docker.pkg.dev/test-project/tfrecord/tfrecord-worker:0.1.0"
-ENV = {"PROJECT": "test-project", "BUCKET": "test-bucket", "REGION": "europe-west4",
-       "SUBNETWORK": "regions/europe-west4/subnetworks/private", "USE_PUBLIC_IPS": "false"}
-OUR_STEPS = {"ListClassFolders", "PermuteSources", "SpreadReads", "BatchSources", "ReadImages", "WriteSplits", "WriteDeadLetters",
-             "Summarize", "PublishManifest"}
+ENV = {
+    "PROJECT": "test-project",
+    "BUCKET": "test-bucket",
+    "REGION": "europe-west4",
+    "SUBNETWORK": "regions/europe-west4/subnetworks/private",
+    "USE_PUBLIC_IPS": "false",
+}
+OUR_STEPS = {
+    "ListClassFolders",
+    "PermuteSources",
+    "SpreadReads",
+    "BatchSources",
+    "ReadImages",
+    "WriteSplits",
+    "WriteDeadLetters",
+    "Summarize",
+    "PublishManifest",
+}
 
 
 def settings(**overrides: str) -> dict:
-    return load_settings(REPO / "configs" / "cloud" / "dataflow.yaml", environ=ENV,
-                         assignments=[f"{k.replace('__', '.')}={v}" for k, v in overrides.items()])
+    return load_settings(
+        REPO / "configs" / "cloud" / "dataflow.yaml",
+        environ=ENV,
+        assignments=[f"{k.replace('__', '.')}={v}" for k, v in overrides.items()],
+    )
 
 
 def package_copy(tmp_path: pathlib.Path) -> pathlib.Path:
@@ -68,20 +88,29 @@ def step_names(proto: beam_runner_api_pb2.Pipeline) -> set[str]:
     """The top-level transforms of a pipeline proto (our build_pipeline's labels)."""
     names = set()
     for root_id in proto.root_transform_ids:
-        names |= {proto.components.transforms[t].unique_name for t in proto.components.transforms[root_id].subtransforms}
+        names |= {
+            proto.components.transforms[t].unique_name for t in proto.components.transforms[root_id].subtransforms
+        }
     return names
 
 
 def container_images(proto: beam_runner_api_pb2.Pipeline) -> set[str]:
-    return {beam_runner_api_pb2.DockerPayload.FromString(env.payload).container_image
-            for env in proto.components.environments.values()}
+    return {
+        beam_runner_api_pb2.DockerPayload.FromString(env.payload).container_image
+        for env in proto.components.environments.values()
+    }
 
 
-def stage_template(emulator, bucket: str, argv: list[str], name: str, extra_flags=()) -> tuple[dict, beam_runner_api_pb2.Pipeline]:
+def stage_template(
+    emulator, bucket: str, argv: list[str], name: str, extra_flags=()
+) -> tuple[dict, beam_runner_api_pb2.Pipeline]:
     """Runs the CLI with DataflowRunner and --template_location on the emulator; returns the
     staged template JSON and the pipeline proto it points to."""
-    flags = beam_flags(settings(job__temp_location=f"gs://{bucket}/temp", job__staging_location=f"gs://{bucket}/staging",
-                                job__setup_file="")["job"])
+    flags = beam_flags(
+        settings(
+            job__temp_location=f"gs://{bucket}/temp", job__staging_location=f"gs://{bucket}/staging", job__setup_file=""
+        )["job"]
+    )
     location = f"gs://{bucket}/templates/{name}.json"
     assert main([*argv, *flags, *extra_flags, f"--template_location={location}"]) == 0
     body = json.loads(emulator.read_bytes(location))
@@ -90,6 +119,7 @@ def stage_template(emulator, bucket: str, argv: list[str], name: str, extra_flag
 
 
 # -- settings -------------------------------------------------------------------------------------
+
 
 def test_settings_become_beam_flags_that_beam_knows():
     flags = beam_flags(settings()["job"])
@@ -118,22 +148,67 @@ def test_settings_hold_placeholders_not_projects():
         load_settings(REPO / "configs" / "cloud" / "dataflow.yaml", environ={})
     with pytest.raises(SettingsError, match="unknown key"):
         settings(job__max_workerz="3")
-    with pytest.raises(SettingsError, match="not parameters of the refresh template"):
+    with pytest.raises(TemplateError, match="not parameters of the refresh template"):
         launch_body(settings(), "gs://b/t.json", "job", {"inputs": "gs://x"})
     raw = yaml.safe_load((REPO / "configs" / "cloud" / "dataflow.yaml").read_text())
-    project_specific = [raw["job"][k] for k in ("project", "temp_location", "staging_location", "service_account_email")]
-    project_specific += [raw["images"]["repository"], raw["templates"]["location"], raw["refresh"]["scheduler_service_account"]]
+    job, refresh = raw["job"], raw["refresh"]
+    project_specific = [job[k] for k in ("project", "temp_location", "staging_location", "service_account_email")]
+    project_specific += [
+        raw["images"]["repository"],
+        raw["templates"]["location"],
+        refresh["scheduler_service_account"],
+    ]
     assert all("${" in value for value in project_specific), project_specific
 
 
+def test_each_shape_of_setting_is_spelled_for_each_launcher():
+    overrides = {"use_public_ips": "true", "experiments": "[a, b]", "num_workers": "3", "disk_size_gb": "50"}
+    job = settings(**{f"job__{k}": v for k, v in overrides.items()})["job"]
+    beam = beam_flags(job)
+    assert {"--use_public_ips", "--experiments=a", "--experiments=b", "--num_workers=3"} <= set(beam)
+    assert "--disk_size_gb=50" in beam
+    assert set(PipelineOptions(beam).get_all_options()["experiments"]) >= {"a", "b"}
+
+    g = gcloud_flags(job)
+    assert "--additional-experiments=a,b" in g and "--additional-user-labels=app=tfrecord-pipeline,env=dev" in g
+    assert "--num-workers=3" in g
+    assert not any("public-ips" in f or "disk" in f or "setup" in f for f in g), g  # public IPs are gcloud's default
+
+    environment = launch_environment(job)
+    assert environment["ipConfiguration"] == "WORKER_IP_PUBLIC"
+    assert environment["additionalExperiments"] == ["a", "b"]
+    assert environment["additionalUserLabels"] == {"app": "tfrecord-pipeline", "env": "dev"}
+    assert (environment["numWorkers"], environment["diskSizeGb"], environment["maxWorkers"]) == (3, 50, 20)
+    assert not {"project", "region", "setup_file", "setupFile"} & set(environment), environment
+
+
+def test_the_command_line_prints_settings_and_reports_bad_ones(capsys, monkeypatch):
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    assert dataflow_command.main(["get", "job.region", "job.labels", "job.num_workers"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["europe-west4", '{"app": "tfrecord-pipeline", "env": "dev"}', ""]
+    assert dataflow_command.main(["get", "job.regio"]) == 2
+    assert "no setting 'job.regio'" in capsys.readouterr().err
+    assert dataflow_command.main(["metadata", "inspect"]) == 2
+    assert "command must be one of" in capsys.readouterr().err
+    launch_body_argv = ["launch-body", "--spec", "gs://b/t.json", "--job-name", "j"]
+    assert dataflow_command.main([*launch_body_argv, "--param", "inputs=x"]) == 2
+    assert "not parameters of the refresh template" in capsys.readouterr().err
+    assert dataflow_command.main([*launch_body_argv, "--param", "keep=2"]) == 0
+    launch = json.loads(capsys.readouterr().out)["launchParameter"]
+    assert launch["parameters"]["keep"] == "2" and launch["parameters"]["kind"] == "images"
+    assert launch["environment"]["ipConfiguration"] == "WORKER_IP_PRIVATE"
+
+
 # -- building and staging the job -----------------------------------------------------------------
+
 
 def test_dry_run_builds_the_dataflow_job_offline(tmp_path):
     config = load_config(None, {"input": str(small_input(tmp_path / "in")), "output": str(tmp_path / "out")})
     plan = make_plan(config)
     flags = beam_flags(settings(job__sdk_container_image=WORKER_IMAGE, job__setup_file="")["job"])
     p = beam.Pipeline(options=pipeline_options([*flags, "--dry_run=True"]))
-    build_pipeline(p, plan, config)
+    build_pipeline(p, plan, config, FolderPublication(plan.output))
     job = p.run().job
     assert OUR_STEPS <= step_names(job.proto_pipeline)
     assert container_images(job.proto_pipeline) == {WORKER_IMAGE}
@@ -146,10 +221,25 @@ def test_dry_run_builds_the_dataflow_job_offline(tmp_path):
 def test_submit_script_builds_the_job_from_the_settings_file(tmp_path):
     out = tmp_path / "out"
     result = subprocess.run(
-        ["bash", str(REPO / "scripts" / "submit_dataflow.sh"), "--set", "job.setup_file=",
-         "--set", f"job.sdk_container_image={WORKER_IMAGE}", "--input", str(small_input(tmp_path / "in")),
-         "--output", str(out), "--dry_run=True"],
-        env={**os.environ, **ENV, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=120, check=False)
+        [
+            "bash",
+            str(REPO / "scripts" / "submit_dataflow.sh"),
+            "--set",
+            "job.setup_file=",
+            "--set",
+            f"job.sdk_container_image={WORKER_IMAGE}",
+            "--input",
+            str(small_input(tmp_path / "in")),
+            "--output",
+            str(out),
+            "--dry_run=True",
+        ],
+        env={**os.environ, **ENV, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert "not run" in result.stdout and not out.exists()
 
@@ -158,8 +248,12 @@ def test_classic_template_staged_on_gcs_describes_steps_image_packaging_and_opti
     gcs_emulator.upload_dir(small_input(tmp_path / "in"), f"gs://{gcs_bucket}/raw")
     src = package_copy(tmp_path)
     body, proto = stage_template(
-        gcs_emulator, gcs_bucket, ["--input", f"gs://{gcs_bucket}/raw", "--output", f"gs://{gcs_bucket}/tfrecords"], "convert",
-        [f"--setup_file={src / 'setup.py'}", f"--sdk_container_image={WORKER_IMAGE}"])
+        gcs_emulator,
+        gcs_bucket,
+        ["--input", f"gs://{gcs_bucket}/raw", "--output", f"gs://{gcs_bucket}/tfrecords"],
+        "convert",
+        [f"--setup_file={src / 'setup.py'}", f"--sdk_container_image={WORKER_IMAGE}"],
+    )
 
     assert OUR_STEPS <= step_names(proto)
     assert container_images(proto) == {WORKER_IMAGE}
@@ -175,6 +269,7 @@ def test_classic_template_staged_on_gcs_describes_steps_image_packaging_and_opti
     assert options["setup_file"] == str(src / "setup.py") and options["sdk_container_image"] == WORKER_IMAGE
     assert "transforms.gzip_codec.IsalGzip" in options["beam_plugins"]  # workers switch GZIP to ISA-L at start
     assert not gcs_emulator.list_uris(f"gs://{gcs_bucket}/tfrecords/")  # staged, not run
+    assert _publication(proto) == FolderPublication(f"gs://{gcs_bucket}/tfrecords")  # the job writes the manifest
 
     # The package the workers install: the sdist built from setup.py, staged as workflow.tar.gz.
     [package] = [p for p in pool["packages"] if p["name"] == "workflow.tar.gz"]
@@ -184,7 +279,7 @@ def test_classic_template_staged_on_gcs_describes_steps_image_packaging_and_opti
         names = sdist.getnames()
         [requires] = [n for n in names if n.endswith("egg-info/requires.txt")]
         requirements = sdist.extractfile(requires).read().decode()
-    for module in ("pipeline/cli.py", "pipeline/publish.py", "pipeline/refresh.py", "transforms/images.py"):
+    for module in ("pipeline/cli.py", "pipeline/publish.py", "pipeline/commands/refresh.py", "transforms/images.py"):
         assert any(n.endswith(module) for n in names), module
     assert not any("/tests/" in n or "/trainer/" in n for n in names)
     install_requires = requirements.split("\n[", 1)[0]  # extras ([test], [bench]) follow
@@ -205,9 +300,14 @@ def test_job_graph_does_not_grow_with_the_number_of_input_files(gcs_emulator, gc
     for files in (10, 10_000):
         source = _empty_class_folders(tmp_path / f"in{files}", files)
         config = load_config(None, {"input": str(source), "output": str(tmp_path / f"out{files}")})
-        assert make_plan(config).listing["files"] == files
-        body, proto = stage_template(gcs_emulator, gcs_bucket, ["--input", str(source), "--output", str(tmp_path / f"out{files}")],
-                                     f"size{files}", [f"--sdk_container_image={WORKER_IMAGE}"])
+        assert make_plan(config).listing.files == files
+        body, proto = stage_template(
+            gcs_emulator,
+            gcs_bucket,
+            ["--input", str(source), "--output", str(tmp_path / f"out{files}")],
+            f"size{files}",
+            [f"--sdk_container_image={WORKER_IMAGE}"],
+        )
         sizes[files] = (proto.ByteSize(), len(json.dumps(body)), len(proto.components.transforms))
     print("staged sizes (pipeline proto bytes, template JSON chars, transforms):", sizes)
     (small_proto, small_json, small_steps), (large_proto, large_json, large_steps) = sizes[10], sizes[10_000]
@@ -219,14 +319,37 @@ def test_job_graph_does_not_grow_with_the_number_of_input_files(gcs_emulator, gc
 
 def test_setup_py_builds_a_worker_wheel_without_tensorflow(tmp_path):
     src = package_copy(tmp_path)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-                    "-w", str(tmp_path / "dist"), str(src)], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     [wheel] = (tmp_path / "dist").glob("tfrecord_pipeline-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
         requires = [line for line in zf.read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
-    assert {"pipeline/cli.py", "pipeline/refresh.py", "pipeline/latest.py", "transforms/images.py"} <= set(names)
+    packaged = {
+        "pipeline/cli.py",
+        "pipeline/commands/refresh.py",
+        "pipeline/contract/versions.py",
+        "pipeline/dataflow/flex_template.py",
+        "transforms/images.py",
+    }
+    assert packaged <= set(names), packaged - set(names)
     assert {n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n} == {"pipeline", "transforms"}
     assert "Requires-Dist: apache-beam[gcp]==2.77.0" in requires
     assert all("extra ==" in r for r in requires if "tensorflow" in r), requires  # only the test/bench extras
@@ -234,12 +357,14 @@ def test_setup_py_builds_a_worker_wheel_without_tensorflow(tmp_path):
 
 # -- a refresh launched as a (Flex) template ------------------------------------------------------
 
-def _publish_step_pointer(proto: beam_runner_api_pb2.Pipeline):
-    """The VersionPointer the staged job's PublishManifest carries (None for a plain conversion)."""
+
+def _publication(proto: beam_runner_api_pb2.Pipeline):
+    """The Publication the staged job's PublishManifest carries (a FolderPublication for a plain
+    conversion, a VersionPublication for a refresh)."""
     for transform in proto.components.transforms.values():
         if transform.unique_name == "PublishManifest" and transform.spec.urn == "beam:transform:pardo:v1":
             payload = beam_runner_api_pb2.ParDoPayload.FromString(transform.spec.payload)
-            return pickler.loads(payload.do_fn.payload)[0]._latest  # pylint: disable=protected-access
+            return pickler.loads(payload.do_fn.payload)[0].publication
     raise AssertionError("no PublishManifest step")
 
 
@@ -251,8 +376,8 @@ def test_refresh_launched_as_a_template_stages_a_job_that_moves_latest_itself(gc
     # The launcher (a Flex Template launch stages the job the same way) does not wait for the job,
     # so the staged job itself must point LATEST at its version, after its manifest.
     _, proto = stage_template(gcs_emulator, gcs_bucket, argv, "refresh1")
-    pointer = _publish_step_pointer(proto)
-    assert isinstance(pointer, VersionPointer) and (pointer.root, pointer.keep) == (root, 3)
+    publication = _publication(proto)
+    assert isinstance(publication, VersionPublication) and (publication.root, publication.keep) == (root, 3)
     assert not gcs_emulator.list_uris(root + "/")  # nothing written before the job runs
 
     # Publish a version for real (local runner), then launch again with the input unchanged: the
@@ -267,27 +392,46 @@ def test_refresh_launched_as_a_template_stages_a_job_that_moves_latest_itself(gc
 
 # -- the other scripts (printing their gcloud commands) -----------------------------------------
 
+
 def _script(name: str, *args: str) -> str:
-    result = subprocess.run(["bash", str(REPO / "scripts" / name), *args], env={**os.environ, **ENV, "PYTHON": sys.executable},
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts" / name), *args],
+        env={**os.environ, **ENV, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
 def test_launch_and_schedule_scripts_print_the_gcloud_commands():
-    out = _script("launch_flex_template.sh", "--dry-run", "--refresh", "--input", "gs://b/raw", "--output", "gs://b/root",
-                  "--keep", "3", "--splits", "train=0.9,validation=0.1")
+    out = _script(
+        "launch_flex_template.sh",
+        "--dry-run",
+        "--refresh",
+        "--input",
+        "gs://b/raw",
+        "--output",
+        "gs://b/root",
+        "--keep",
+        "3",
+        "--splits",
+        "train=0.9,validation=0.1",
+    )
     assert "gcloud dataflow flex-template run tfrecord-refresh-" in out
     assert "gs://test-bucket/dataflow/templates/tfrecord-refresh.json" in out
     assert r"\^~\^input=gs://b/raw~output=gs://b/root~keep=3~splits=train=0.9\,validation=0.1" in out
     assert "--disable-public-ips" in out and "--region=europe-west4" in out
 
     out = _script("schedule_refresh.sh", "--dry-run")
-    body = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    body = json.loads(out[out.index("{") : out.rindex("}") + 1])
     launch = body["launchParameter"]
     assert launch["containerSpecGcsPath"] == "gs://test-bucket/dataflow/templates/tfrecord-refresh.json"
     assert set(launch["parameters"]) <= set(template_parameters("refresh"))
     assert launch["environment"]["serviceAccountEmail"] == "tfrecord-dataflow@test-project.iam.gserviceaccount.com"
     assert "gcloud scheduler jobs create http tfrecord-refresh-photos" in out
     assert "projects/test-project/locations/europe-west4/flexTemplates:launch" in out
-    assert "gcloud scheduler jobs pause tfrecord-refresh-photos" in _script("schedule_refresh.sh", "--dry-run", "--pause")
+    paused = _script("schedule_refresh.sh", "--dry-run", "--pause")
+    assert "gcloud scheduler jobs pause tfrecord-refresh-photos" in paused

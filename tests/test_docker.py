@@ -18,18 +18,38 @@ from dataclasses import dataclass
 
 import pytest
 
-from pipeline import cli, refresh
-from pipeline.dataflow import template_argv, template_metadata, template_parameters
-from pipeline.latest import LATEST_NAME
+from pipeline.commands import convert, refresh
+from pipeline.contract.versions import LATEST_NAME
+from pipeline.dataflow.flex_template import template_argv, template_metadata, template_parameters
+from pipeline.flags import COMMAND_FLAGS, Flag, split_fractions
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DOCKER = REPO / "docker"
-INSTRUCTIONS = {"FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME", "USER",
-                "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL", "MAINTAINER"}
+INSTRUCTIONS = {
+    "FROM",
+    "RUN",
+    "CMD",
+    "LABEL",
+    "EXPOSE",
+    "ENV",
+    "ADD",
+    "COPY",
+    "ENTRYPOINT",
+    "VOLUME",
+    "USER",
+    "WORKDIR",
+    "ARG",
+    "ONBUILD",
+    "STOPSIGNAL",
+    "HEALTHCHECK",
+    "SHELL",
+    "MAINTAINER",
+}
 JSON_FORM = {"CMD", "ENTRYPOINT", "SHELL", "RUN", "COPY", "ADD", "VOLUME"}
 
 
 # -- a small Dockerfile parser ----------------------------------------------------------------
+
 
 @dataclass
 class Instruction:
@@ -74,7 +94,11 @@ class Dockerfile:
                 *sources, dest = [w for w in i.words if not w.startswith("--")]
                 dest = os.path.join(workdir, dest)
                 for source in sources:
-                    target = os.path.join(dest, os.path.basename(source.rstrip("/"))) if dest.endswith("/") and not source.endswith("/") else dest
+                    target = (
+                        os.path.join(dest, os.path.basename(source.rstrip("/")))
+                        if dest.endswith("/") and not source.endswith("/")
+                        else dest
+                    )
                     out[os.path.normpath(target)] = source
         return out
 
@@ -143,17 +167,22 @@ def ignored(path: str, patterns: list[str]) -> bool:
         negated, pattern = pattern.startswith("!"), pattern.lstrip("!").rstrip("/")
         parts = path.split("/")
         prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
-        if any(fnmatch.fnmatch(p, pattern) or (pattern.startswith("**/") and fnmatch.fnmatch(p.split("/")[-1], pattern[3:]))
-               for p in prefixes):
+        if any(
+            fnmatch.fnmatch(p, pattern)
+            or (pattern.startswith("**/") and fnmatch.fnmatch(p.split("/")[-1], pattern[3:]))
+            for p in prefixes
+        ):
             result = not negated
     return result
 
 
 def setup_pins() -> dict[str, str]:
     text = (REPO / "setup.py").read_text()
-    return {"beam": re.search(r'"apache-beam\[gcp\]==([\d.]+)"', text).group(1),
-            "tensorflow": set(re.findall(r'"tensorflow==([\d.]+)"', text)).pop(),
-            "python_requires": re.search(r'python_requires=">=(\d+)\.(\d+)"', text).groups()}
+    return {
+        "beam": re.search(r'"apache-beam\[gcp\]==([\d.]+)"', text).group(1),
+        "tensorflow": set(re.findall(r'"tensorflow==([\d.]+)"', text)).pop(),
+        "python_requires": re.search(r'python_requires=">=(\d+)\.(\d+)"', text).groups(),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -163,8 +192,9 @@ def dockerfiles() -> dict[str, Dockerfile]:
 
 # -- tests -----------------------------------------------------------------------------------------
 
+
 def test_the_parser_rejects_broken_dockerfiles(tmp_path):
-    for text in ("RUN echo\n", "FROM x\nRUNN echo\n", "FROM x\nENTRYPOINT [\"a\",\n", "FROM x\nRUN a \\\n"):
+    for text in ("RUN echo\n", "FROM x\nRUNN echo\n", 'FROM x\nENTRYPOINT ["a",\n', "FROM x\nRUN a \\\n"):
         (tmp_path / "Dockerfile").write_text(text)
         with pytest.raises(DockerfileError):
             parse_dockerfile(tmp_path / "Dockerfile")
@@ -203,7 +233,10 @@ def test_launcher_image_runs_the_template_entry_point_with_the_pinned_beam(docke
     assert {"pipeline/", "transforms/", "configs/"} <= set(copied.values())
     run = launcher.run_text()
     assert f'"apache-beam[gcp]=={pins["beam"]}" .' in run
-    assert launcher.args["COMMAND"] in ("convert", "refresh") and launcher.env["PIPELINE_COMMAND"] == launcher.args["COMMAND"]
+    assert (
+        launcher.args["COMMAND"] in ("convert", "refresh")
+        and launcher.env["PIPELINE_COMMAND"] == launcher.args["COMMAND"]
+    )
     assert launcher.all("ENTRYPOINT")[-1].words == ["/opt/google/dataflow/python_template_launcher"]
 
 
@@ -214,23 +247,50 @@ def test_training_image_pins_tensorflow_and_varies_only_by_build_arg(dockerfiles
     run = training.run_text()
     for variant, package in (("cpu", "tensorflow=="), ("gpu", "tensorflow[and-cuda]=="), ("tpu", "tensorflow-tpu==")):
         assert re.search(rf"{variant}\) pip install [^;]*\"{re.escape(package)}{pins['tensorflow']}\"", run), variant
-    assert {"trainer/", "pipeline/"} <= set(training.copied().values())
+    copied, contract = set(training.copied().values()), {"pipeline/__init__.py", "pipeline/contract/"}
+    assert "trainer/" in copied
+    assert {s for s in copied if s.startswith("pipeline")} == contract  # of the pipeline, the dataset contract only
     assert training.all("ENTRYPOINT")[-1].words == ["python", "-m", "trainer"]
 
 
-def _flags(parser) -> list[str]:
-    return [a.dest for a in parser._actions if a.option_strings and a.dest != "help"]  # pylint: disable=protected-access
+PARSERS = {"convert": convert.parser, "refresh": refresh.parser}
+# A value of each type of flag, as the template launcher passes it.
+_SAMPLE_VALUES = {int: "3", float: "0.5", split_fractions: "train=0.8,validation=0.2"}
 
 
-def test_template_metadata_lists_exactly_the_flags_the_pipeline_accepts():
-    expected = {"convert": _flags(cli.parser()), "refresh": _flags(cli.parser()) + ["keep"]}
-    assert _flags(refresh.parser()) == expected["refresh"]
-    for command, flags in expected.items():
+def _sample_value(flag: Flag) -> str:
+    if flag.choices:
+        return flag.choices[-1]
+    if flag.switch:
+        return "true"
+    return _SAMPLE_VALUES.get(flag.type, "gs://b/x")
+
+
+def test_template_metadata_is_committed_with_one_parameter_per_flag():
+    assert template_parameters("refresh") == template_parameters("convert") + ["keep"]
+    for command in ("convert", "refresh"):
         committed = json.loads((DOCKER / "flex_template" / f"{command}_metadata.json").read_text())
-        assert [p["name"] for p in committed["parameters"]] == flags == template_parameters(command)
         assert committed == template_metadata(command), f"regenerate: python -m pipeline.dataflow metadata {command}"
+        assert [p["name"] for p in committed["parameters"]] == template_parameters(command)
         required = {p["name"] for p in committed["parameters"] if not p["isOptional"]}
         assert required == {"input", "output"}
+
+
+@pytest.mark.parametrize("command", ["convert", "refresh"])
+def test_the_command_accepts_exactly_the_template_parameters(command):
+    """Every parameter, as the launcher passes it (`--name=value`), passes the metadata's regexes
+    and reaches the command's own parser, which has no flag the template lacks."""
+    values = {flag.name: _sample_value(flag) for flag in COMMAND_FLAGS[command]}
+    regexes = {p["name"]: p.get("regexes", []) for p in template_metadata(command)["parameters"]}
+    for name, value in values.items():
+        assert all(re.match(regex, value) for regex in regexes[name]), (name, value, regexes[name])
+    for name, bad in (("kind", "imagez"), ("overwrite", "yes"), ("num_shards", "-1"), ("max_error_fraction", "1%")):
+        assert not re.match(regexes[name][0], bad), (name, bad)
+
+    argv = template_argv(command, [f"--{name}={value}" for name, value in values.items()], fetch=lambda uri: uri)
+    args = PARSERS[command]().parse_args(argv)
+    assert set(vars(args)) == set(template_parameters(command))
+    assert all(value is not None for value in vars(args).values()), vars(args)
 
 
 def test_template_arguments_are_made_fit_for_the_command_line(tmp_path):
@@ -244,9 +304,15 @@ def test_template_arguments_are_made_fit_for_the_command_line(tmp_path):
     (tmp_path / "template" / "configs" / "images.yaml").write_text("kind: images\n")
     argv = ["--input=gs://b/in", "--overwrite=true", "--config=configs/images.yaml", "--runner=DataflowRunner"]
     assert template_argv("convert", argv, base_dir=tmp_path / "template", fetch=fetch) == [
-        "--input=gs://b/in", "--overwrite", f"--config={tmp_path}/template/configs/images.yaml", "--runner=DataflowRunner"]
+        "--input=gs://b/in",
+        "--overwrite",
+        f"--config={tmp_path}/template/configs/images.yaml",
+        "--runner=DataflowRunner",
+    ]
     assert template_argv("refresh", ["--overwrite=false", "--config=gs://b/c.yaml", "--keep=3"], fetch=fetch) == [
-        f"--config={tmp_path / 'fetched.yaml'}", "--keep=3"]
+        f"--config={tmp_path / 'fetched.yaml'}",
+        "--keep=3",
+    ]
     assert fetched == ["gs://b/c.yaml"]
 
 
@@ -263,23 +329,44 @@ def test_template_entry_point_runs_a_refresh_as_the_launcher_calls_it(tmp_path):
     shutil.copytree(REPO / "configs", template / "configs")
     root = tmp_path / "root"
     result = subprocess.run(
-        [sys.executable, str(template / "main.py"), f"--input={source}", f"--output={root}",
-         "--config=configs/images.yaml", "--overwrite=false", "--keep=2", "--max_error_fraction=0.5"],
-        cwd=tmp_path, env={**os.environ, "PIPELINE_COMMAND": "refresh", "PYTHONPATH": str(REPO)},
-        capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            str(template / "main.py"),
+            f"--input={source}",
+            f"--output={root}",
+            "--config=configs/images.yaml",
+            "--overwrite=false",
+            "--keep=2",
+            "--max_error_fraction=0.5",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PIPELINE_COMMAND": "refresh", "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     version = (root / LATEST_NAME).read_text().strip()
     assert (root / version / "manifest.json").exists()
 
 
 def test_build_script_builds_every_dockerfile():
-    result = subprocess.run(["bash", str(REPO / "scripts" / "build_images.sh"), "--dry-run"],
-                            env={**os.environ, "PROJECT": "test-project", "BUCKET": "test-bucket", "PYTHON": sys.executable},
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts" / "build_images.sh"), "--dry-run"],
+        env={**os.environ, "PROJECT": "test-project", "BUCKET": "test-bucket", "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     built = re.findall(r"^\+ docker build -f (\S+)", result.stdout, re.M)
     assert sorted(set(built)) == sorted(f"docker/{n}.Dockerfile" for n in ("launcher", "training", "worker"))
     assert "--build-arg COMMAND=refresh" in result.stdout and "--build-arg VARIANT=tpu" in result.stdout
     for command in ("convert", "refresh"):
-        assert (f"gcloud dataflow flex-template build gs://test-bucket/dataflow/templates/tfrecord-{command}.json" in result.stdout)
+        assert (
+            f"gcloud dataflow flex-template build gs://test-bucket/dataflow/templates/tfrecord-{command}.json"
+            in result.stdout
+        )
         assert f"--metadata-file docker/flex_template/{command}_metadata.json" in result.stdout
