@@ -2,7 +2,16 @@ import json
 
 import pytest
 
-from pipeline.contract.manifest import Counts, FeatureSpec, Manifest, ManifestError, SplitInfo
+from pipeline.contract.manifest import (
+    Counts,
+    FeatureSpec,
+    Listing,
+    Manifest,
+    ManifestError,
+    ManifestNotFoundError,
+    SplitInfo,
+    read_manifest,
+)
 
 
 def manifest(**changes):
@@ -15,6 +24,7 @@ def manifest(**changes):
         error_files=("errors-00000-of-00001.jsonl",),
         max_error_fraction=0.5,
         error_fraction=0.25,
+        listing=Listing(files=6, bytes=1000, fingerprint="ab" * 32, sources=5),
     )
     values.update(changes)
     return Manifest(**values)
@@ -56,3 +66,17 @@ def test_bad_manifests(text, message):
 def test_unknown_dtype_rejected():
     with pytest.raises(ManifestError):
         FeatureSpec("x", "int32")
+
+
+def test_read_manifest_names_the_file_it_could_not_read(tmp_path):
+    def read_text(path):
+        file = tmp_path / path.rsplit("/", 1)[1]
+        return file.read_text() if file.exists() else None
+
+    with pytest.raises(ManifestNotFoundError, match=f"{tmp_path}/manifest.json not found"):
+        read_manifest(str(tmp_path), read_text)
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(ManifestError, match=f"{tmp_path}/manifest.json: manifest is not valid JSON"):
+        read_manifest(str(tmp_path), read_text)
+    (tmp_path / "manifest.json").write_text(manifest().to_json())
+    assert read_manifest(str(tmp_path) + "/", read_text) == manifest()
