@@ -8,9 +8,11 @@ imported here (pipeline.contract) use neither Beam nor TensorFlow.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
+import pathlib
 import sys
 import time
 
@@ -146,33 +148,36 @@ def worker_floor(items, dest) -> dict:
     return {"work_s": time.perf_counter() - t0, "compressed_bytes": compressed, "processes": processes}
 
 
-def _output_files(dest: str, manifest_name: str, record_suffix: str, result: dict) -> list[str]:
+def _read_text(path: str) -> str | None:
+    return pathlib.Path(path).read_text(encoding="utf-8") if os.path.exists(path) else None
+
+
+def _output_files(dest: str, result: dict) -> list[str]:
     """The record files of an output folder: the shards its manifest lists (whose counts go into
-    `result`) or, without a manifest, every record file in it."""
-    manifest_path = os.path.join(dest, manifest_name)
-    if not os.path.exists(manifest_path):
+    `result`) or, without a manifest (the script variants write none), every record file in it."""
+    from pipeline.contract.layout import RECORD_FILES, join
+    from pipeline.contract.manifest import ManifestNotFoundError, read_manifest
+
+    try:
+        manifest = read_manifest(dest, _read_text)
+    except ManifestNotFoundError:
         return sorted(
             os.path.join(root, name)
             for root, _, names in os.walk(dest)
             for name in names
-            if name.endswith(record_suffix)
+            if name.endswith(RECORD_FILES.suffix)
         )
-    with open(manifest_path, encoding="utf-8") as f:
-        manifest = json.load(f)
-    splits = manifest.get("splits", {})
-    result["manifest_records"] = sum(int(split.get("records", 0)) for split in splits.values())
-    result["manifest_counts"] = manifest.get("counts")
-    return [os.path.join(dest, shard) for split in splits.values() for shard in split.get("shards", [])]
+    result["manifest_records"] = sum(split.records for split in manifest.splits.values())
+    result["manifest_counts"] = dataclasses.asdict(manifest.counts)
+    return [join(dest, shard) for split in manifest.splits.values() for shard in split.shards]
 
 
 def worker_count(dest) -> dict:
     """Counts the records of a variant's output folder (untimed verification)."""
     import tensorflow as tf
 
-    from pipeline.contract.layout import MANIFEST_NAME, RECORD_FILES
-
     result: dict = {}
-    files = _output_files(dest, MANIFEST_NAME, RECORD_FILES.suffix, result)
+    files = _output_files(dest, result)
     records = 0
     keys: list[str] = []
     for path in files:
