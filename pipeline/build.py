@@ -10,6 +10,7 @@ from apache_beam.io import fileio
 from pipeline.config import Config, to_dict
 from pipeline.planning import Plan
 from pipeline.publish import Publication, PublishManifest, RunSettings
+from pipeline.readback import ReadBackShards
 from transforms.images import ReadImages
 from transforms.outcomes import DEAD_LETTERS, SummarizeOutcomes, written
 from transforms.permute import PermuteOrder
@@ -83,30 +84,32 @@ def _pattern_root(pattern: str) -> str:
 
 
 def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Publication) -> None:
-    """List -> permute -> read/parse -> Examples -> per-split GZIP TFRecords, dead letters, and the
-    manifest, published by `publication` (a dataset folder, or a refresh's new version)."""
+    """List -> permute -> read/parse -> Examples -> per-split GZIP TFRecords and dead letters in
+    `publication.folder` -> every shard read back -> the manifest, published by `publication` (a
+    dataset folder, or a refresh's new version)."""
     build_records = _tabular_records if plan.kind == "csv" else _image_records
     outcomes = build_records(p, plan, config)
 
-    written_files = outcomes.records | "WriteSplits" >> WriteSplits(plan.output, plan.shards)
+    written_files = outcomes.records | "WriteSplits" >> WriteSplits(publication.folder, plan.shards)
     dead_letters = outcomes.dead_letters | "AllDeadLetters" >> beam.Flatten()
-    error_files = dead_letters | "WriteDeadLetters" >> WriteDeadLetters(plan.output)
+    error_files = dead_letters | "WriteDeadLetters" >> WriteDeadLetters(publication.folder)
     summary = (
         (outcomes.records | "Counted" >> beam.Map(written), outcomes.skipped, dead_letters)
         | "AllOutcomes" >> beam.Flatten()
         | "Summarize" >> beam.CombineGlobally(SummarizeOutcomes())
     )
     shard_files = list(written_files.values()) | "AllShardFiles" >> beam.Flatten()
+    counted = p | "ReadBack" >> ReadBackShards(publication.folder, plan.shards, shard_files)
     schema_side = beam.pvalue.AsSingleton(outcomes.schema) if outcomes.schema is not None else None
+    settings = RunSettings(publication.run, to_dict(config), config.image_keys, config.max_error_fraction)
     _ = (
         p
         | "PublishTrigger" >> beam.Create([None])
         | "PublishManifest"
         >> beam.ParDo(
-            PublishManifest(
-                plan, RunSettings(to_dict(config), config.image_keys, config.max_error_fraction), publication
-            ),
+            PublishManifest(plan, settings, publication),
             beam.pvalue.AsSingleton(summary),
+            beam.pvalue.AsList(counted),
             beam.pvalue.AsList(shard_files),
             beam.pvalue.AsList(error_files),
             schema_side,

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import logging
+
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 
 from pipeline import storage
 from pipeline.build import build_pipeline
 from pipeline.config import Config
-from pipeline.contract.manifest import Manifest, read_manifest
+from pipeline.contract.layout import MANIFEST_NAME, join
+from pipeline.contract.manifest import Manifest, read_rejected_manifest
 from pipeline.planning import Plan
 from pipeline.publish import Publication
 from pipeline.runners import make_pipeline, pipeline_options
+
+_LOG = logging.getLogger(__name__)
+
+
+class RunFailedError(RuntimeError):
+    """The job failed or its run was rejected; `rejected`: the rejected manifest, when the job got
+    as far as checking its output."""
+
+    def __init__(self, message: str, rejected: Manifest | None):
+        super().__init__(message)
+        self.rejected = rejected
+
+    def reasons(self) -> list[str]:
+        return list(self.rejected.rejected) if self.rejected else [f"the job failed: {self}"]
 
 
 def stages_only(options: PipelineOptions) -> bool:
@@ -22,10 +39,35 @@ def stages_only(options: PipelineOptions) -> bool:
 
 
 def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publication) -> Manifest | None:
-    """Runs the conversion job to completion and returns the manifest it wrote; None when the job
-    was only built or staged (see stages_only)."""
+    """Runs the conversion job to completion and returns the manifest it committed; None when the
+    job was only built or staged (see stages_only). When the job fails, or its run is rejected,
+    removes what it wrote (but a rejected run's report) and raises RunFailedError."""
     options = pipeline_options(beam_args, plan.listing.bytes)
     p = make_pipeline(options)
     build_pipeline(p, plan, config, publication)
-    p.run().wait_until_finish()
-    return None if stages_only(options) else read_manifest(plan.output, storage.read_text)
+    try:
+        p.run().wait_until_finish()
+    except BaseException as e:  # clean up, then re-raise (an interrupt as it is)
+        try:
+            rejected = publication.clean_up_failed()
+        except Exception:  # report the run's failure, not the clean-up's
+            _LOG.exception("could not clean up after the failed run in %s", publication.folder)
+            rejected = None
+        if not isinstance(e, Exception):
+            raise
+        raise RunFailedError((str(e).strip() or repr(e)).splitlines()[0], rejected) from e
+    return None if stages_only(options) else _committed(plan.output, publication)
+
+
+def _committed(output: str, publication: Publication) -> Manifest:
+    """The manifest this run committed in `output`; raises RunFailedError when the run was
+    rejected or (a runner that lost the last step) ended without either outcome."""
+    text = storage.read_text(join(output, MANIFEST_NAME))
+    committed = Manifest.from_json(text) if text is not None else None
+    if committed is not None and committed.run == publication.run:
+        return committed
+    rejected = read_rejected_manifest(publication.folder, storage.read_text)
+    if rejected is not None and rejected.run == publication.run:
+        raise RunFailedError("the run was rejected", rejected)
+    publication.clean_up_failed()
+    raise RunFailedError(f"the job finished but neither committed nor rejected run {publication.run}", None)

@@ -1,5 +1,6 @@
-"""The job's last step: build the manifest once every shard and the error report are final, check
-the run, and hand both to the run's Publication (a dataset folder, or a refresh's new version).
+"""The job's last step: build the manifest once every shard has been read back and the error report
+is final, check the run, and hand the manifest to the run's Publication (a dataset folder, or a
+refresh's new version), with the reasons not to trust it in `rejected` when there are any.
 
 It runs inside the job (not on the launcher) so that a job launched from a template, whose
 launcher does not wait, still ends with a manifest.
@@ -17,20 +18,29 @@ import apache_beam as beam
 import pipeline
 from pipeline import storage
 from pipeline.contract.features import IMAGE_KEY_DTYPES
-from pipeline.contract.layout import MANIFEST_NAME, RECORD_FILES, join
+from pipeline.contract.layout import MANIFEST_NAME, RECORD_FILES, REJECTED_MANIFEST_NAME, join
 from pipeline.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
 from pipeline.planning import Plan
-from transforms.outcomes import OutcomeSummary
+from pipeline.readback import ShardCount, shard_problems
+from transforms.outcomes import OutcomeSummary, counter
 from transforms.tabular import ColumnType
 
 _LOG = logging.getLogger(__name__)
 
 
 class Publication(Protocol):
-    """Where a finished run's manifest goes. Runs on a worker, so it is pickled into the job."""
+    """Where a finished run's manifest goes. `publish` runs on a worker, so it is pickled into the
+    job; `clean_up_failed` runs on the launcher when the job fails."""
 
-    def publish(self, manifest: Manifest, found: list[str]) -> None:
-        """`found`: why the run must not be trusted (see `problems`); empty when it can be."""
+    folder: str  # where the job writes its shards and error report
+    run: str  # the run's name (pipeline.contract.versions.new_version), recorded in the manifest
+
+    def publish(self, manifest: Manifest) -> None:
+        """Commits a trusted manifest; records one whose `rejected` is not empty as rejected."""
+
+    def clean_up_failed(self) -> Manifest | None:
+        """After a failed job: removes what it wrote, except a rejected run's report; returns the
+        rejected manifest, if the job got that far."""
 
 
 def write_manifest(folder: str, manifest: Manifest) -> str:
@@ -40,21 +50,21 @@ def write_manifest(folder: str, manifest: Manifest) -> str:
     return path
 
 
-@dataclasses.dataclass(frozen=True)
-class FolderPublication:
-    """`convert`: manifest.json in the output folder; the launcher reports the problems found
-    (exit 1)."""
-
-    folder: str
-
-    def publish(self, manifest: Manifest, found: list[str]) -> None:
-        write_manifest(self.folder, manifest)
+def write_rejection(folder: str, manifest: Manifest) -> None:
+    """An untrusted run: manifest.rejected.json (never manifest.json) and its error report stay;
+    its shards go, so nothing can read them as data."""
+    storage.write_atomically(join(folder, REJECTED_MANIFEST_NAME), manifest.to_json())
+    shards = [join(folder, s) for split in manifest.splits.values() for s in split.shards]
+    storage.delete([s for s in shards if storage.exists(s)])
+    counter("runs_rejected").inc()
+    _LOG.error("%s not published: %s", folder, "; ".join(manifest.rejected))
 
 
 @dataclasses.dataclass(frozen=True)
 class RunSettings:
     """What the manifest records of how the run was asked for."""
 
+    run: str
     options: dict
     image_keys: dict[str, str]
     max_error_fraction: float
@@ -75,22 +85,23 @@ def build_manifest(
     plan: Plan,
     settings: RunSettings,
     summary: OutcomeSummary,
-    shard_files,
+    counted: list[ShardCount],
     error_files,
     schema: dict[str, ColumnType] | None,
     created: str,
 ) -> Manifest:
-    shard_names = sorted(storage.basename(f) for f in shard_files)
-    splits = {
-        name: SplitInfo(
+    shards = sorted((c.name, c.records) for c in counted)
+    splits = {}
+    for name in plan.shards:
+        own = [(shard, records) for shard, records in shards if RECORD_FILES.is_shard_of(shard, name)]
+        splits[name] = SplitInfo(
             name=name,
             records=summary.written.get(name, 0),
-            shards=tuple(s for s in shard_names if RECORD_FILES.is_shard_of(s, name)),
+            shards=tuple(shard for shard, _ in own),
             bytes=summary.bytes.get(name, 0),
             label_counts=dict(sorted(summary.labels.get(name, {}).items())),
+            shard_lengths=tuple(records for _, records in own),
         )
-        for name in plan.shards
-    }
     written, skipped, errors = (sum(counts.values()) for counts in (summary.written, summary.skipped, summary.errors))
     counts = Counts(
         listed=written + skipped + errors, written=written, converted=summary.converted, skipped=skipped, errors=errors
@@ -113,12 +124,14 @@ def build_manifest(
         listing=plan.listing,
         package_version=pipeline.__version__,
         created=created,
+        run=settings.run,
     )
 
 
-def problems(plan: Plan, manifest: Manifest) -> list[str]:
+def problems(plan: Plan, manifest: Manifest, counted: list[ShardCount], written: list[str]) -> list[str]:
     """Why a finished run must not be trusted (empty when it can)."""
-    found = []
+    produced = {name: split.records for name, split in manifest.splits.items()}
+    found = shard_problems(plan.shards, produced, counted, sorted(storage.basename(f) for f in written))
     expected = plan.listing.sources
     if expected is not None and manifest.counts.listed != expected:
         found.append(
@@ -135,14 +148,16 @@ def problems(plan: Plan, manifest: Manifest) -> list[str]:
 
 
 class PublishManifest(beam.DoFn):
-    """Builds the manifest from the run's summary and files, and publishes it with the problems
-    found (`publication` decides what an untrusted run gets)."""
+    """Builds the manifest from the run's summary, the shards as read back and the error report,
+    and publishes it, with the problems found in `rejected` (`publication` decides what an
+    untrusted run gets)."""
 
     def __init__(self, plan: Plan, settings: RunSettings, publication: Publication):
         self.plan, self.settings, self.publication = plan, settings, publication
 
-    def process(self, _, summary: OutcomeSummary, shard_files, error_files, schema):
+    def process(self, _, summary: OutcomeSummary, counted, shard_files, error_files, schema):
         created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        manifest = build_manifest(self.plan, self.settings, summary, shard_files, error_files, schema, created)
-        self.publication.publish(manifest, problems(self.plan, manifest))
+        manifest = build_manifest(self.plan, self.settings, summary, counted, error_files, schema, created)
+        found = problems(self.plan, manifest, counted, shard_files)
+        self.publication.publish(dataclasses.replace(manifest, rejected=tuple(found)))
         yield join(self.plan.output, MANIFEST_NAME)

@@ -7,7 +7,11 @@ from the extension), except `open_text`, which unwraps `.gz` for CSV readers.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import functools
 import gzip
+import hashlib
 import io
 import os
 import tempfile
@@ -96,6 +100,133 @@ def write_atomically(path: str, text: str) -> None:
     temporary = path + TEMPORARY_SUFFIX
     write_bytes(temporary, text.encode("utf-8"))
     FileSystems.rename([temporary], [path])
+
+
+def copy(source: str, destination: str) -> None:
+    """Replaces `destination` with `source`'s bytes in one step: a hard link renamed into place
+    locally, a server-side rewrite on GCS (objects are replaced whole)."""
+    if is_remote(source):
+        FileSystems.copy([source], [destination])
+        return
+    temporary = destination + TEMPORARY_SUFFIX
+    if os.path.lexists(temporary):
+        os.remove(temporary)
+    os.link(source, temporary)
+    os.replace(temporary, destination)
+
+
+# Conditional writes, for a lease that two processes must never both hold: a file is created only
+# if absent, and replaced or deleted only if nobody changed it since it was read (its `token`: the
+# object generation on GCS, a hash of the bytes locally, compared under an flock on the folder). Beam's
+# FileSystems has no preconditions, so gs:// goes through google-cloud-storage directly.
+
+
+def create_exclusive(path: str, data: bytes) -> str | None:
+    """Creates the file with `data` if there is none; its token, or None when it already exists."""
+    if is_remote(path):
+        from google.api_core.exceptions import PreconditionFailed
+
+        blob = _blob(path)
+        try:
+            blob.upload_from_string(data, if_generation_match=0)
+        except PreconditionFailed:
+            return None
+        return str(blob.generation)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    try:
+        handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return None
+    with os.fdopen(handle, "wb") as f:
+        f.write(data)
+    return _digest(data)
+
+
+def read_with_token(path: str) -> tuple[bytes, str] | None:
+    """The file's bytes and token, or None when there is no such file."""
+    if is_remote(path):
+        from google.api_core.exceptions import NotFound
+
+        blob = _blob(path).bucket.get_blob(_blob(path).name)
+        if blob is None:
+            return None
+        try:
+            return blob.download_as_bytes(if_generation_match=blob.generation), str(blob.generation)
+        except NotFound:
+            return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    return data, _digest(data)
+
+
+def replace_if_unchanged(path: str, data: bytes, token: str) -> str | None:
+    """Replaces the file with `data` if its token is still `token`; the new token, or None."""
+    if is_remote(path):
+        from google.api_core.exceptions import NotFound, PreconditionFailed
+
+        blob = _blob(path)
+        try:
+            blob.upload_from_string(data, if_generation_match=int(token))
+        except (PreconditionFailed, NotFound):
+            return None
+        return str(blob.generation)
+    with _local_lock(path):
+        current = read_with_token(path)
+        if current is None or current[1] != token:
+            return None
+        temporary = path + TEMPORARY_SUFFIX
+        with open(temporary, "wb") as f:
+            f.write(data)
+        os.replace(temporary, path)
+    return _digest(data)
+
+
+def delete_if_unchanged(path: str, token: str) -> bool:
+    """Deletes the file if its token is still `token`."""
+    if is_remote(path):
+        from google.api_core.exceptions import NotFound, PreconditionFailed
+
+        try:
+            _blob(path).delete(if_generation_match=int(token))
+        except (PreconditionFailed, NotFound):
+            return False
+        return True
+    with _local_lock(path):
+        current = read_with_token(path)
+        if current is None or current[1] != token:
+            return False
+        os.remove(path)
+    return True
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@functools.cache
+def _gcs_client():
+    from google.cloud import storage as gcs
+
+    return gcs.Client()
+
+
+def _blob(path: str):
+    bucket, _, name = path[len("gs://") :].partition("/")
+    return _gcs_client().bucket(bucket).blob(name)
+
+
+@contextlib.contextmanager
+def _local_lock(path: str):
+    """An exclusive flock on the file's folder, held across a read-compare-write (no lock file)."""
+    handle = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
 
 
 def delete(paths: list[str]) -> None:

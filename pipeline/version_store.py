@@ -20,7 +20,7 @@ from pipeline import storage
 from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join
 from pipeline.contract.manifest import Manifest
 from pipeline.contract.versions import LATEST_NAME, is_version, read_pointer, version_time
-from pipeline.publish import write_manifest
+from pipeline.publish import write_manifest, write_rejection
 from transforms.outcomes import counter
 
 _LOG = logging.getLogger(__name__)
@@ -48,6 +48,17 @@ def version_states(root: str) -> dict[str, str]:
     }
 
 
+def remove_unfinished_versions(root: str) -> list[str]:
+    """Deletes the version folders without any manifest: under the root's lease (pipeline.lease)
+    no other run is writing, so they belong to runs that died. Returns the versions deleted."""
+    unfinished = sorted(v for v, state in version_states(root).items() if state == "incomplete")
+    for version in unfinished:
+        storage.delete_folder(join(root, version))
+    if unfinished:
+        _LOG.info("removed version folder(s) %s of %s: left by runs that did not finish", ", ".join(unfinished), root)
+    return unfinished
+
+
 def apply_retention(root: str, keep: int, latest: str, now: datetime.datetime | None = None) -> list[str]:
     """Deletes complete versions beyond the newest `keep`, and failed or abandoned ones, but only
     versions older than `latest` (the one LATEST names, always kept; newer ones may still be
@@ -71,8 +82,8 @@ def apply_retention(root: str, keep: int, latest: str, now: datetime.datetime | 
 
 @dataclasses.dataclass(frozen=True)
 class VersionPublication:
-    """A refresh's Publication (pipeline.publish): only a run with no problems gets manifest.json
-    and then moves ROOT/LATEST; any other gets manifest.rejected.json and fails the job."""
+    """A refresh's Publication (pipeline.publish): only a trusted run gets manifest.json and then
+    moves ROOT/LATEST; any other gets manifest.rejected.json and fails the job."""
 
     root: str
     version: str
@@ -82,10 +93,14 @@ class VersionPublication:
     def folder(self) -> str:
         return join(self.root, self.version)
 
-    def publish(self, manifest: Manifest, found: list[str]) -> None:
-        if found:
-            self.reject(manifest, found)
-            raise RuntimeError(f"{self.folder} not published: " + "; ".join(found))
+    @property
+    def run(self) -> str:
+        return self.version
+
+    def publish(self, manifest: Manifest) -> None:
+        if manifest.rejected:
+            write_rejection(self.folder, manifest)
+            return
         write_manifest(self.folder, manifest)
         self.advance(manifest)
 
@@ -110,14 +125,6 @@ class VersionPublication:
                 apply_retention(self.root, self.keep, self.version)
             except Exception:  # the version is published; retention can wait for the next refresh
                 _LOG.exception("retention failed in %s; the next refresh tries again", self.root)
-
-    def reject(self, manifest: Manifest, found: list[str]) -> None:
-        """The run must not be trusted: never a manifest.json here; the report stays."""
-        storage.write_atomically(join(self.folder, REJECTED_MANIFEST_NAME), manifest.to_json())
-        shards = [join(self.folder, s) for split in manifest.splits.values() for s in split.shards]
-        storage.delete([s for s in shards if storage.exists(s)])
-        counter("versions_rejected").inc()
-        _LOG.error("version %s not published, LATEST unchanged: %s", self.folder, "; ".join(found))
 
     def clean_up_failed(self) -> Manifest | None:
         """After a failed run: delete the version folder, except the error report and rejected

@@ -9,7 +9,7 @@ import pathlib
 import tensorflow as tf
 
 from pipeline.contract.features import parse_spec
-from pipeline.contract.manifest import Manifest, read_manifest
+from pipeline.contract.manifest import Manifest, ManifestRejectedError, read_manifest, read_rejected_manifest
 
 
 def _read_text(path: str) -> str | None:
@@ -19,6 +19,13 @@ def _read_text(path: str) -> str | None:
 
 def load_manifest(folder) -> Manifest:
     return read_manifest(str(folder), _read_text)
+
+
+def load_rejected(folder) -> Manifest:
+    """The manifest.rejected.json of an untrusted run (it must be there)."""
+    rejected = read_rejected_manifest(str(folder), _read_text)
+    assert rejected is not None, f"{folder} holds no manifest.rejected.json"
+    return rejected
 
 
 def read_split(folder, split: str) -> list[dict]:
@@ -64,7 +71,11 @@ def _py(value):
 
 
 def read_dead_letters(folder) -> list[dict]:
-    manifest = load_manifest(folder)
+    """The dead letters of a dataset, or of a rejected run (whose report stays)."""
+    try:
+        manifest = load_manifest(folder)
+    except ManifestRejectedError as e:
+        manifest = e.manifest
     letters = []
     for name in manifest.error_files:
         letters += [json.loads(line) for line in (pathlib.Path(folder) / name).read_text().splitlines() if line]

@@ -14,11 +14,11 @@ from PIL import Image
 
 from pipeline.cli import main
 from pipeline.config import load_config
-from pipeline.job import run_job
+from pipeline.folder_store import FolderPublication
+from pipeline.job import RunFailedError, run_job
 from pipeline.planning import make_plan
-from pipeline.publish import FolderPublication, problems
 from tests import broken_images
-from tests.dataset_reader import load_manifest, read_dead_letters, read_split
+from tests.dataset_reader import load_manifest, load_rejected, read_dead_letters, read_split
 from transforms.splits import assign_split
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample"
@@ -136,8 +136,10 @@ def test_shards_are_not_in_listing_order(tmp_path):
 def test_error_budget_exceeded_still_reports_then_fails(messy_folder, tmp_path):
     out = tmp_path / "ds"
     assert main(["--input", str(messy_folder), "--output", str(out), "--max_error_fraction", "0.01"]) == 1
-    manifest = load_manifest(out)
+    assert not (out / "manifest.json").exists(), "an untrusted run is never published"
+    manifest = load_rejected(out)
     assert manifest.error_budget_exceeded and manifest.counts.errors == len(BROKEN)
+    assert not list(out.glob("*.tfrecord.gz"))
     assert len(read_dead_letters(out)) == len(BROKEN)
 
 
@@ -185,9 +187,12 @@ def test_a_source_the_job_did_not_account_for_fails_the_run(messy_folder, tmp_pa
     config = load_config(None, {"input": str(source), "output": str(tmp_path / "ds"), "max_error_fraction": 0.5})
     plan = make_plan(config)
     shutil.copy(SAMPLE / "images/square/0002.jpg", source / "square" / "late_arrival.jpg")
-    manifest = run_job(plan, config, [], FolderPublication(plan.output))
-    [problem] = problems(plan, manifest)
+    with pytest.raises(RunFailedError) as failed:
+        run_job(plan, config, [], FolderPublication(plan.output, "run1"))
+    [problem] = failed.value.reasons()
     assert f"accounted for {plan.listing.sources + 1} sources but {plan.listing.sources} were listed" in problem
+    assert not (tmp_path / "ds" / "manifest.json").exists(), "an untrusted run never writes manifest.json"
+    assert load_rejected(tmp_path / "ds").rejected == (problem,)
 
 
 def test_feature_keys_are_configurable(tmp_path):
@@ -217,7 +222,8 @@ def test_image_csv_edited_during_the_run_is_reported_not_crashed(tmp_path):
     uri = rows[1].split(",")[1]
     with open(tmp_path / "labels.csv", "a") as f:
         f.write(f"HOLDOUT,{uri},circle\n")
-    manifest = run_job(plan, config, [], FolderPublication(plan.output))
+    with pytest.raises(RunFailedError) as failed:
+        run_job(plan, config, [], FolderPublication(plan.output, "run1"))
     [letter] = [d for d in read_dead_letters(tmp_path / "ds") if "holdout" in d["reason"]]
     assert letter["stage"] == "parse" and "planned splits" in letter["reason"]
-    assert any("accounted for 20 sources but 19 were listed" in p for p in problems(plan, manifest))
+    assert any("accounted for 20 sources but 19 were listed" in p for p in failed.value.reasons())

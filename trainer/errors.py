@@ -10,6 +10,10 @@ class ManifestNotFoundError(TrainerError):
     """DEST holds no manifest.json (not a dataset, or a conversion that did not finish)."""
 
 
+class DatasetRejectedError(TrainerError):
+    """DEST holds a run the pipeline rejected (manifest.rejected.json): never train on it."""
+
+
 class IncompleteManifestError(TrainerError):
     """manifest.json exists but lacks what training needs (a split, shards, features, keys)."""
 

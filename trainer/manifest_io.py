@@ -13,7 +13,7 @@ from pipeline.contract import manifest as contract
 from pipeline.contract.layout import join
 from pipeline.contract.manifest import FeatureSpec, Manifest, SplitInfo
 from pipeline.contract.versions import resolve_dataset
-from trainer.errors import IncompleteManifestError, ManifestNotFoundError, MissingFeatureError
+from trainer.errors import DatasetRejectedError, IncompleteManifestError, ManifestNotFoundError, MissingFeatureError
 
 _LOG = logging.getLogger(__name__)
 
@@ -35,9 +35,12 @@ def resolve_data(data: str) -> str:
 
 
 def load_manifest(data: str) -> Manifest:
-    """The manifest of the dataset in `data`; raises ManifestNotFoundError / IncompleteManifestError."""
+    """The manifest of the dataset in `data`; raises ManifestNotFoundError / DatasetRejectedError /
+    IncompleteManifestError."""
     try:
         manifest = contract.read_manifest(data, read_text)
+    except contract.ManifestRejectedError as e:
+        raise DatasetRejectedError(f"{e} (fix the input and convert again; the error report is beside it)") from e
     except contract.ManifestNotFoundError as e:
         raise ManifestNotFoundError(f"{e} (--data must be a folder the pipeline converted)") from e
     except contract.ManifestError as e:

@@ -12,12 +12,16 @@ import argparse
 import logging
 import time
 
+from apache_beam.options.pipeline_options import PipelineOptions
+
 from pipeline.config import ConfigError, load_config
+from pipeline.contract.versions import new_version
 from pipeline.flags import CONVERT_FLAGS, config_overrides, make_parser
-from pipeline.job import run_job
+from pipeline.folder_store import FolderPublication
+from pipeline.job import RunFailedError, run_job, stages_only
+from pipeline.lease import Lease, LeaseHeldError
 from pipeline.output import OutputExistsError, prepare_output
 from pipeline.planning import PlanError, make_plan
-from pipeline.publish import FolderPublication, problems
 from pipeline.report import run_summary
 
 _LOG = logging.getLogger("pipeline")
@@ -33,21 +37,47 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args, beam_args = parser().parse_known_args(argv)
+    run = new_version()
     try:
         config = load_config(args.config, config_overrides(args))
         plan = make_plan(config)
-        prepare_output(plan.output, config.overwrite)
-    except (ConfigError, PlanError, OutputExistsError) as e:
+        lease = Lease(plan.output, run)
+        # A job only built or staged here runs later, without this process to hold a lease.
+        took_over = None if stages_only(PipelineOptions(beam_args)) else lease.acquire()
+    except (ConfigError, PlanError, LeaseHeldError) as e:
         _LOG.error("%s", e)
         return 2
+    with lease:
+        try:
+            staged = prepare_output(plan.output, config.overwrite, took_over)
+        except OutputExistsError as e:
+            _LOG.error("%s", e)
+            return 2
+        if lease.held:
+            lease.keep_renewed()
+        return _convert(plan, config, beam_args, FolderPublication(plan.output, run, staged))
+
+
+def _convert(plan, config, beam_args, publication: FolderPublication) -> int:
     _LOG.info("converting %d listed file(s) from %s into %s", plan.listing.files, plan.input, plan.output)
     started = time.monotonic()
-    manifest = run_job(plan, config, beam_args, FolderPublication(plan.output))
+    try:
+        manifest = run_job(plan, config, beam_args, publication)
+    except RunFailedError as e:
+        if e.rejected:
+            print(run_summary(e.rejected, publication.folder, time.monotonic() - started))
+        for reason in e.reasons():
+            _LOG.error("%s", reason)
+        _LOG.error("run %s not published; %s", publication.run, _what_readers_see(publication))
+        return 1
     if manifest is None:
         print(f"Job built/staged, not run (--dry_run or --template_location); it will write {plan.output}")
         return 0
     print(run_summary(manifest, plan.output, time.monotonic() - started))
-    found = problems(plan, manifest)
-    for problem in found:
-        _LOG.error("%s", problem)
-    return 1 if found else 0
+    return 0
+
+
+def _what_readers_see(publication: FolderPublication) -> str:
+    if publication.staged:
+        return f"the previous dataset in {publication.output} is unchanged"
+    return f"{publication.output} holds no dataset (manifest.rejected.json and the error report say why, if there)"

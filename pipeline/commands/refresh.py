@@ -27,6 +27,7 @@ import logging
 import time
 
 import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline import storage
 from pipeline.config import Config, ConfigError, load_config, to_dict
@@ -34,13 +35,12 @@ from pipeline.contract.layout import join
 from pipeline.contract.manifest import ManifestError, read_manifest
 from pipeline.contract.versions import LatestPointerError, new_version
 from pipeline.flags import REFRESH_FLAGS, config_overrides, make_parser
-from pipeline.job import run_job, stages_only
-from pipeline.output import OutputExistsError, prepare_output
+from pipeline.job import RunFailedError, run_job, stages_only
+from pipeline.lease import Lease, LeaseHeldError
 from pipeline.planning import Plan, PlanError, make_plan
-from pipeline.publish import problems
 from pipeline.report import run_summary
 from pipeline.runners import make_pipeline, pipeline_options
-from pipeline.version_store import VersionPublication, latest_version
+from pipeline.version_store import VersionPublication, latest_version, remove_unfinished_versions
 from transforms.outcomes import counter
 
 _LOG = logging.getLogger("pipeline.refresh")
@@ -96,21 +96,14 @@ def _stage_unchanged_job(beam_args: list[str], message: str) -> None:
 def _run(
     plan: Plan, config: Config, beam_args: list[str], publication: VersionPublication, previous: str | None
 ) -> int:
-    """Runs the conversion into the new version; cleans up and reports when it fails."""
+    """Runs the conversion into the new version and reports how it ended."""
     root = publication.root
     started = time.monotonic()
     try:
         manifest = run_job(plan, config, beam_args, publication)
-    except BaseException as e:  # clean up, then report or re-raise
-        try:
-            rejected = publication.clean_up_failed()
-        except Exception:  # report the run's failure, not the clean-up's
-            _LOG.exception("could not clean up %s (LATEST does not name it)", publication.folder)
-            rejected = None
-        if not isinstance(e, Exception):
-            raise
-        for problem in problems(plan, rejected) if rejected else [f"the job failed: {e}"]:
-            _LOG.error("%s", problem)
+    except RunFailedError as e:
+        for reason in e.reasons():
+            _LOG.error("%s", reason)
         _LOG.error("refresh failed; %s/LATEST still names %s", root, previous or "nothing")
         return 1
     if manifest is None:
@@ -142,6 +135,20 @@ def main(argv: list[str]) -> int:
         publication = VersionPublication(root, new_version(), args.keep)
         config = dataclasses.replace(config, output=publication.folder, overwrite=False)
         plan = make_plan(config)
+        lease = Lease(root, publication.version)
+        if not stages_only(PipelineOptions(beam_args)):  # a staged job runs later, without this process
+            lease.acquire()
+    except (ConfigError, PlanError, LeaseHeldError) as e:
+        _LOG.error("%s", e)
+        return 2
+    with lease:
+        return _refresh(beam_args, config, plan, publication, lease)
+
+
+def _refresh(beam_args: list[str], config: Config, plan: Plan, publication: VersionPublication, lease: Lease) -> int:
+    """Under the root's lease: skip unchanged input, remove dead runs' versions, convert."""
+    root = publication.root
+    try:
         previous = latest_version(root)
         message = unchanged_since(root, previous, plan, config) if previous else None
         if message:
@@ -149,10 +156,12 @@ def main(argv: list[str]) -> int:
             if stages_only(pipeline_options(beam_args)):
                 _stage_unchanged_job(beam_args, message)
             return 0
-        prepare_output(plan.output, overwrite=False)  # a version folder is always new
-    except (ConfigError, PlanError, OutputExistsError, LatestPointerError) as e:
+        remove_unfinished_versions(root)
+    except LatestPointerError as e:
         _LOG.error("%s", e)
         return 2
+    if lease.held:
+        lease.keep_renewed()
     _LOG.info(
         "refreshing %s: version %s from %d listed file(s) of %s (LATEST: %s)",
         root,

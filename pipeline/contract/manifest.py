@@ -1,8 +1,10 @@
 """The manifest: the contract between the conversion pipeline and every reader of its output.
 
-`DEST/manifest.json` is written last, so its presence means the dataset is complete. It says what
-was written (splits, shard files, record counts), how to read it (feature spec, label map) and what
-went wrong (counts, error files), so a reader never scans data to learn its size.
+`DEST/manifest.json` is written last, after the job has read every shard back and found exactly the
+records it produced, so its presence means the dataset is complete and verified. It says what was
+written (splits, shard files, records per shard), how to read it (feature spec, label map) and what
+went wrong (counts, error files), so a reader never scans data to learn its size. A run that must
+not be trusted writes `manifest.rejected.json` instead, with the reasons in `rejected`.
 
 No I/O here: `read_manifest` takes the caller's `read_text`, so the pipeline (Beam FileSystems),
 the trainer (tf.io.gfile) and tests (pathlib) share one reader.
@@ -15,10 +17,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.contract.layout import MANIFEST_NAME, join
+from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join
 
 FORMAT = "tfrecord-examples"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: shard_lengths, rejected
+READABLE_VERSIONS = (1, 2)
 COMPRESSION = "GZIP"
 
 # Feature dtypes are TensorFlow dtype names, so a reader can call tf.as_dtype(dtype).
@@ -29,6 +32,14 @@ IMAGE_KINDS = ("images", "image_csv")
 
 class ManifestError(ValueError):
     """A manifest that is missing, incomplete or of another format."""
+
+
+class ManifestRejectedError(ManifestError):
+    """The folder holds only a rejected run's manifest: readers must refuse it."""
+
+    def __init__(self, message: str, manifest: Manifest):
+        super().__init__(message)
+        self.manifest = manifest
 
 
 class ManifestNotFoundError(ManifestError):
@@ -52,13 +63,16 @@ class FeatureSpec:
 
 @dataclasses.dataclass(frozen=True)
 class SplitInfo:
-    """What one split holds: its shard files (relative to the dataset folder, in order)."""
+    """What one split holds: its shard files (relative to the dataset folder, in order) and the
+    records counted in each when the job read them back (`shard_lengths`, in the same order, as
+    TFDS keeps them; empty in format 1 manifests)."""
 
     name: str
     records: int
     shards: tuple[str, ...]
     bytes: int = 0
     label_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    shard_lengths: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +121,8 @@ class Manifest:
     package_version: str = ""
     created: str = ""
     compression: str = COMPRESSION
+    run: str = ""  # the run that wrote it (its start time, as pipeline.contract.versions names it)
+    rejected: tuple[str, ...] = ()  # why the run must not be trusted (manifest.rejected.json only)
 
     @property
     def is_image_dataset(self) -> bool:
@@ -136,16 +152,23 @@ class Manifest:
             raise ManifestError(
                 f"not a {FORMAT} manifest (format={body.get('format') if isinstance(body, dict) else None!r})"
             )
-        if body.get("format_version") != FORMAT_VERSION:
-            raise ManifestError(f"manifest format_version {body.get('format_version')!r}, expected {FORMAT_VERSION}")
+        if body.get("format_version") not in READABLE_VERSIONS:
+            raise ManifestError(
+                f"manifest format_version {body.get('format_version')!r}, this reader knows {READABLE_VERSIONS}"
+            )
         try:
-            splits = {n: SplitInfo(name=n, **{**s, "shards": tuple(s["shards"])}) for n, s in body["splits"].items()}
+            splits = {
+                n: SplitInfo(
+                    name=n, **{**s, "shards": tuple(s["shards"]), "shard_lengths": tuple(s.get("shard_lengths", ()))}
+                )
+                for n, s in body["splits"].items()
+            }
             features = {
                 n: FeatureSpec(name=n, **{**f, "shape": tuple(f["shape"])}) for n, f in body["features"].items()
             }
             fields = {f.name for f in dataclasses.fields(cls)} - {"splits", "features", "counts"}
             rest = {k: body[k] for k in fields if k in body}
-            for key in ("label_map", "error_files"):
+            for key in ("label_map", "error_files", "rejected"):
                 if key in rest:
                     rest[key] = tuple(rest[key])
             rest["listing"] = Listing(**rest["listing"]) if rest.get("listing") else None
@@ -156,11 +179,30 @@ class Manifest:
 
 def read_manifest(folder: str, read_text: Callable[[str], str | None]) -> Manifest:
     """The manifest of the dataset in `folder`. `read_text(path)` returns a file's text, or None
-    when there is no such file. Raises ManifestNotFoundError, or ManifestError naming the file."""
+    when there is no such file. Raises ManifestRejectedError when the folder holds a rejected
+    run, ManifestNotFoundError when it holds no run, or ManifestError naming the file."""
     path = join(folder, MANIFEST_NAME)
     text = read_text(path)
     if text is None:
+        rejected = read_rejected_manifest(folder, read_text)
+        if rejected is not None:
+            raise ManifestRejectedError(
+                f"{folder} holds a rejected run (created {rejected.created}), not a dataset: "
+                + "; ".join(rejected.rejected),
+                rejected,
+            )
         raise ManifestNotFoundError(f"{path} not found: not a converted dataset, or its conversion did not finish")
+    return _parse(path, text)
+
+
+def read_rejected_manifest(folder: str, read_text: Callable[[str], str | None]) -> Manifest | None:
+    """The manifest.rejected.json of `folder`, or None when there is none."""
+    path = join(folder, REJECTED_MANIFEST_NAME)
+    text = read_text(path)
+    return None if text is None else _parse(path, text)
+
+
+def _parse(path: str, text: str) -> Manifest:
     try:
         return Manifest.from_json(text)
     except ManifestError as e:

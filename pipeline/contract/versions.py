@@ -22,9 +22,11 @@ from collections.abc import Callable
 from pipeline.contract.layout import join
 
 LATEST_NAME = "LATEST"
-# Sortable UTC timestamps: the lexical order of version names is their age order.
-VERSION_FORMAT = "%Y%m%dT%H%M%SZ"
-_VERSION = re.compile(r"^\d{8}T\d{6}Z$")
+# Sortable UTC timestamps to the microsecond (so two runs never pick the same name): the lexical
+# order of version names is their age order. Names to the second, from before, are still versions.
+VERSION_FORMAT = "%Y%m%dT%H%M%S%fZ"
+_SECONDS_FORMAT = "%Y%m%dT%H%M%SZ"
+_VERSION = re.compile(r"^\d{8}T\d{6}(\d{6})?Z$")
 
 
 class LatestPointerError(ValueError):
@@ -32,7 +34,7 @@ class LatestPointerError(ValueError):
 
 
 def new_version(now: datetime.datetime | None = None) -> str:
-    """The version name for a run starting `now` (UTC), e.g. '20250301T020000Z'."""
+    """The version name for a run starting `now` (UTC), e.g. '20250301T020000123456Z'."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return now.astimezone(datetime.timezone.utc).strftime(VERSION_FORMAT)
 
@@ -42,7 +44,8 @@ def is_version(name: str) -> bool:
 
 
 def version_time(name: str) -> datetime.datetime:
-    return datetime.datetime.strptime(name, VERSION_FORMAT).replace(tzinfo=datetime.timezone.utc)
+    layout = VERSION_FORMAT if len(name) > len("20250301T020000Z") else _SECONDS_FORMAT
+    return datetime.datetime.strptime(name, layout).replace(tzinfo=datetime.timezone.utc)
 
 
 def parse_pointer(text: str, where: str = LATEST_NAME) -> str:

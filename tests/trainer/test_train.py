@@ -17,7 +17,13 @@ import pytest
 import tensorflow as tf
 
 from trainer import train
-from trainer.errors import BatchSizeError, IncompleteManifestError, ManifestNotFoundError, MissingFeatureError
+from trainer.errors import (
+    BatchSizeError,
+    DatasetRejectedError,
+    IncompleteManifestError,
+    ManifestNotFoundError,
+    MissingFeatureError,
+)
 from trainer.loop import TrainingLoop
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -215,6 +221,21 @@ def test_missing_manifest(tmp_path, capsys):
         train.plan_job(args("--data", tmp_path, "--model_dir", tmp_path / "m"))
     code, line = run_cli(capsys, "--data", tmp_path, "--model_dir", tmp_path / "m")
     assert code == 2 and "manifest.json not found" in line
+
+
+def test_rejected_dataset_is_refused(image_dataset, tmp_path, capsys):
+    """A folder holding only manifest.rejected.json (an untrusted run) is never trained on, even
+    though its shards are there."""
+    data = tmp_path / "data"
+    shutil.copytree(image_dataset, data)
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest["rejected"] = ["the shards hold 9 records of split train, the job produced 10"]
+    (data / "manifest.rejected.json").write_text(json.dumps(manifest))
+    (data / "manifest.json").unlink()
+    with pytest.raises(DatasetRejectedError, match="rejected run"):
+        train.plan_job(args("--data", data, "--model_dir", tmp_path / "m"))
+    code, line = run_cli(capsys, "--data", data, "--model_dir", tmp_path / "m")
+    assert code == 2 and "hold 9 records of split train" in line
 
 
 def test_incomplete_manifest(image_dataset, tmp_path, capsys):

@@ -1,0 +1,136 @@
+"""A `convert` output folder: what in it belongs to which run, and publishing a run there so that a
+reader always finds either the previous complete dataset or the new one.
+
+    OUTPUT/manifest.json                 the commit point: the dataset is what it names
+    OUTPUT/<split>-SSSSS-of-NNNNN.tfrecord.gz, errors-00000-of-00001.jsonl
+    OUTPUT/.staging-<run>/               a rerun's files, beside a committed dataset
+    OUTPUT/beam-temp-*/                  Beam's temporary files while a run writes
+    OUTPUT/.lease                        the run writing now (pipeline.lease)
+
+Into a folder without a committed dataset a run writes in place and commits by writing
+manifest.json. A rerun over a committed dataset (--overwrite) writes into `.staging-<run>/`, and
+once its shards are read back and trusted: (1) manifest.json names the staged files, (2) they are
+copied to their final names (hard links locally, server-side copies on GCS), (3) manifest.json
+names those, (4) everything no manifest names is removed. A crash between any two steps leaves a
+manifest.json whose files all exist, plus leftovers that the next run removes (`leftovers`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from pipeline import storage
+from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, is_dataset_file, join
+from pipeline.contract.manifest import Manifest, ManifestError, SplitInfo, read_rejected_manifest
+from pipeline.publish import write_manifest, write_rejection
+
+_LOG = logging.getLogger(__name__)
+
+STAGING_PREFIX = ".staging-"
+BEAM_TEMPORARY_PREFIX = "beam-temp-"  # Beam's FileBasedSink names its temporary folders so
+
+
+def committed_manifest(output: str) -> Manifest | None:
+    """The manifest of the dataset committed in `output`, or None when there is none."""
+    text = storage.read_text(join(output, MANIFEST_NAME))
+    return None if text is None else Manifest.from_json(text)
+
+
+def referenced(manifest: Manifest) -> set[str]:
+    """The paths (relative to the folder) that a manifest names, itself included."""
+    shards = {shard for split in manifest.splits.values() for shard in split.shards}
+    return {MANIFEST_NAME, *shards, *manifest.error_files}
+
+
+def leftovers(output: str, committed: Manifest | None, keep: frozenset[str] = frozenset()) -> list[str]:
+    """What runs wrote into `output` that the committed manifest does not name: stray shards,
+    error reports, manifests (rejected or half-written), staging and Beam temporary folders.
+    Files nobody but a run writes there; other files in the folder are never touched. Folders are
+    returned whole unless the manifest names something inside (a crash between commit steps)."""
+    named = (referenced(committed) if committed else set()) | set(keep)
+    found = set()
+    prefix = output.rstrip("/") + "/"
+    for path in storage.files_below(output):
+        relative = path[len(prefix) :]
+        top, _, rest = relative.partition("/")
+        if relative in named:
+            continue
+        if rest and top.startswith((STAGING_PREFIX, BEAM_TEMPORARY_PREFIX)):
+            inside = any(n.startswith(top + "/") for n in named)
+            found.add(path if inside else join(output, top))
+        elif not rest and (is_dataset_file(top) or top == REJECTED_MANIFEST_NAME):
+            found.add(path)
+    return sorted(found)
+
+
+def remove(paths: list[str]) -> None:
+    """Deletes files and run folders (as `leftovers` returns them)."""
+    folders = [p for p in paths if storage.basename(p).startswith((STAGING_PREFIX, BEAM_TEMPORARY_PREFIX))]
+    for folder in folders:
+        storage.delete_folder(folder)
+    storage.delete([p for p in paths if p not in folders])
+
+
+def _relocated(manifest: Manifest, subfolder: str) -> Manifest:
+    """The manifest with its files named inside `subfolder`."""
+    splits = {
+        name: dataclasses.replace(split, shards=tuple(join(subfolder, s) for s in split.shards))
+        for name, split in manifest.splits.items()
+    }
+    return dataclasses.replace(
+        manifest, splits=splits, error_files=tuple(join(subfolder, f) for f in manifest.error_files)
+    )
+
+
+def _files(splits: dict[str, SplitInfo], error_files: tuple[str, ...]) -> list[str]:
+    return [s for split in splits.values() for s in split.shards] + list(error_files)
+
+
+@dataclasses.dataclass(frozen=True)
+class FolderPublication:
+    """`convert`'s Publication (pipeline.publish). `staged`: a committed dataset is being replaced,
+    so the job writes into OUTPUT/.staging-<run>/ and the commit steps above move it in."""
+
+    output: str
+    run: str
+    staged: bool = False
+
+    @property
+    def folder(self) -> str:
+        return join(self.output, STAGING_PREFIX + self.run) if self.staged else self.output
+
+    def publish(self, manifest: Manifest) -> None:
+        if manifest.rejected:
+            write_rejection(self.folder, manifest)
+            return
+        if not self.staged:
+            write_manifest(self.output, manifest)
+            return
+        subfolder = STAGING_PREFIX + self.run
+        write_manifest(self.output, _relocated(manifest, subfolder))
+        for name in _files(manifest.splits, manifest.error_files):
+            storage.copy(join(self.folder, name), join(self.output, name))
+        write_manifest(self.output, manifest)
+        remove(leftovers(self.output, manifest))
+        _LOG.info("replaced the dataset in %s", self.output)
+
+    def clean_up_failed(self) -> Manifest | None:
+        """Removes what this run wrote, keeping a committed manifest (it may have committed before
+        failing) and a rejected run's report; returns the rejected manifest."""
+        try:
+            committed = committed_manifest(self.output)
+        except ManifestError:
+            committed = None
+        if committed is not None and committed.run == self.run:
+            remove(leftovers(self.output, committed))
+            return None
+        rejected = read_rejected_manifest(self.folder, storage.read_text)
+        ours = rejected is not None and rejected.run == self.run
+        keep = {REJECTED_MANIFEST_NAME, *rejected.error_files} if ours else set()
+        if self.staged:
+            keep = {join(STAGING_PREFIX + self.run, name) for name in keep}
+            remove([p for p in leftovers(self.output, committed, frozenset(keep)) if self.run in p])
+        else:
+            remove(leftovers(self.output, committed, frozenset(keep)))
+        return rejected if keep else None

@@ -1,0 +1,94 @@
+"""Reading every written shard back before anything is published, and comparing what the shards
+hold with what the job produced.
+
+The job's counts come from a side branch of the records, so a runner that drops records between
+producing and writing them (Beam 2.77's data plane can: README, Trust) would otherwise publish a
+manifest that promises records the shards do not hold. The read-back checks what TensorFlow's
+reader checks (pipeline.tfrecord_reader) and counts the records of each shard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import apache_beam as beam
+
+from pipeline import storage
+from pipeline.contract.layout import RECORD_FILES, join
+from pipeline.tfrecord_reader import RecordError, read_records
+from transforms.outcomes import counter
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardCount:
+    """One shard as read back: its file name, its records, and why it cannot be read ("" if it can)."""
+
+    name: str
+    records: int
+    error: str = ""
+
+
+def planned_shards(folder: str, shards: dict[str, int]) -> list[str]:
+    """The paths of every shard the plan asks for: {split: shard count}."""
+    return [join(folder, RECORD_FILES.name(split, i, total)) for split, total in shards.items() for i in range(total)]
+
+
+@beam.ptransform_fn
+def ReadBackShards(root, folder: str, shards: dict[str, int], written):
+    """Counts the records of every planned shard once the writes are done (`written`: the
+    PCollection of file names they return). The planned names, not `written` itself, feed the
+    read-back: on the BundleBasedDirectRunner the elements downstream of a write's output arrive
+    after the watermark has passed them, so a combine or side input of them comes out empty."""
+    return (
+        root
+        | "PlannedShards" >> beam.Create(planned_shards(folder, shards))
+        | "AfterTheWrites" >> beam.Map(lambda path, _: path, beam.pvalue.AsList(written))
+        | "SpreadShards" >> beam.Reshuffle()
+        | "CountRecords" >> beam.ParDo(CountShardRecords())
+    )
+
+
+class CountShardRecords(beam.DoFn):
+    """Reads a shard back record by record. A missing or broken shard is a verdict
+    (ShardCount.error), not a failure of the step; an I/O error fails the bundle, which the runner
+    retries."""
+
+    def process(self, path: str):
+        if not storage.exists(path):
+            counter("shards_unreadable").inc()
+            yield ShardCount(storage.basename(path), 0, "missing")
+            return
+        records = 0
+        try:
+            for _ in read_records(path):
+                records += 1
+        except RecordError as e:
+            counter("shards_unreadable").inc()
+            yield ShardCount(storage.basename(path), records, f"record {e.record}: {e.message}")
+            return
+        counter("shards_read_back").inc()
+        yield ShardCount(storage.basename(path), records)
+
+
+def shard_problems(
+    planned: dict[str, int], produced: dict[str, int], counted: list[ShardCount], written: list[str]
+) -> list[str]:
+    """Why the shards cannot be trusted: `planned` {split: shard count}, `produced` {split: records
+    the job produced}, `counted` the planned shards as read back, `written` the names the writes
+    returned. Empty when every planned shard, and nothing else, was written and read back whole,
+    and each split's shards hold exactly the records the job produced."""
+    found = [f"shard {c.name} cannot be read: {c.error}" for c in sorted(counted, key=lambda c: c.name) if c.error]
+    names = sorted(c.name for c in counted)
+    if len(set(names)) != len(names):
+        found.append(f"shards read back more than once: {sorted({n for n in names if names.count(n) > 1})}")
+    extra = sorted(set(written) - set(names))
+    if extra:
+        found.append(f"shards written that the plan does not name: {extra}")
+    for split in planned:
+        held = sum(c.records for c in counted if RECORD_FILES.is_shard_of(c.name, split))
+        if held != produced.get(split, 0):
+            found.append(
+                f"split {split}: its shards hold {held} records but the job produced {produced.get(split, 0)} "
+                "(records lost or duplicated between producing and writing them)"
+            )
+    return found

@@ -1,0 +1,229 @@
+"""What a reader of an output folder may rely on (issue 10): only a run whose shards were read back
+whole is published; an untrusted run leaves manifest.rejected.json; a rerun never destroys the
+good dataset, whatever instant it is killed at; one run at a time per output."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import apache_beam as beam
+import pytest
+
+import pipeline.build
+from pipeline.cli import main
+from pipeline.lease import LEASE_NAME, Holder
+from pipeline.readback import CountShardRecords, ShardCount
+from tests.dataset_reader import load_manifest, load_rejected, read_split
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "sample" / "images"
+
+
+def photos(root: pathlib.Path, per_class: int) -> pathlib.Path:
+    for label_dir in sorted(SAMPLE.iterdir()):
+        (root / label_dir.name).mkdir(parents=True)
+        for path in sorted(label_dir.iterdir())[:per_class]:
+            shutil.copy(path, root / label_dir.name / path.name)
+    return root
+
+
+def whole_dataset(out: pathlib.Path):
+    """The committed manifest, after checking every file it names is there and holds exactly the
+    records it says (read by TensorFlow)."""
+    manifest = load_manifest(out)
+    for name, split in manifest.splits.items():
+        assert len(read_split(out, name)) == split.records == sum(split.shard_lengths), name
+    return manifest
+
+
+def run_files(out: pathlib.Path) -> list[str]:
+    """What runs leave in a folder besides the dataset: staging and temporary folders, a lease."""
+    return sorted(p.name for p in out.iterdir() if p.name.startswith((".staging-", "beam-temp-", LEASE_NAME)))
+
+
+def convert_argv(source, out, *extra) -> list[str]:
+    return ["--input", str(source), "--output", str(out), "--num_shards", "2", *map(str, extra)]
+
+
+def killed_at(target: str, nth: int, argv: list[str]) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.kill_at", target, str(nth), "--", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def old_dataset(tmp_path_factory):
+    """A committed dataset of 6 photos, and a source folder of 8 (so the rerun is told apart)."""
+    base = tmp_path_factory.mktemp("publication")
+    old_source = photos(base / "old", 2)
+    out = base / "out"
+    assert main(convert_argv(old_source, out)) == 0
+    return out, photos(base / "new", 3)
+
+
+@pytest.fixture
+def dataset(old_dataset, tmp_path):
+    out, source = old_dataset
+    shutil.copytree(out, tmp_path / "out")
+    return tmp_path / "out", source, load_manifest(out)
+
+
+def drop_one_record(monkeypatch):
+    """The runner loses one record between producing and writing it (as Beam 2.77's data plane
+    can): the job's own counts still say it was written."""
+    original = pipeline.build.WriteSplits
+
+    def lossy(records, output, shards):
+        kept = records | "LoseOne" >> beam.Filter(lambda r: b"circle/0002.jpg" not in r.data)
+        return kept | "Write" >> original(output, shards)
+
+    monkeypatch.setattr(pipeline.build, "WriteSplits", beam.ptransform_fn(lossy))
+
+
+# --- verified before published
+
+
+def test_records_lost_before_the_write_reject_the_run(tmp_path, monkeypatch):
+    drop_one_record(monkeypatch)
+    out = tmp_path / "out"
+    assert main(convert_argv(photos(tmp_path / "src", 2), out)) == 1
+    assert not (out / "manifest.json").exists()
+    rejected = load_rejected(out)
+    [reason] = rejected.rejected
+    split = next(s for s in rejected.splits.values() if s.name in reason)
+    assert f"shards hold {split.records - 1} records but the job produced {split.records}" in reason
+    assert sorted(p.name for p in out.iterdir()) == ["errors-00000-of-00001.jsonl", "manifest.rejected.json"]
+
+
+def test_a_broken_or_missing_shard_is_a_verdict(old_dataset, tmp_path):
+    out, _ = old_dataset
+    shard = next(out.glob("train-*.tfrecord.gz"))
+    cut = tmp_path / shard.name
+    cut.write_bytes(shard.read_bytes()[:-20])
+    [whole] = CountShardRecords().process(str(shard))
+    [broken] = CountShardRecords().process(str(cut))
+    [missing] = CountShardRecords().process(str(tmp_path / "nothing.tfrecord.gz"))
+    assert whole == ShardCount(shard.name, load_manifest(out).splits["train"].shard_lengths[0])
+    assert broken.error and "truncated" in broken.error or "ends early" in broken.error
+    assert missing.error == "missing"
+
+
+def test_a_failed_run_leaves_nothing_behind(tmp_path, monkeypatch):
+    def fail(self, path):
+        raise OSError(f"disk gone while reading {path}")
+
+    monkeypatch.setattr(CountShardRecords, "process", fail)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's own file")
+    assert main(convert_argv(photos(tmp_path / "src", 2), out)) == 1
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+# --- a rerun never destroys the good dataset
+
+
+def test_a_rejected_rerun_leaves_the_previous_dataset(dataset, monkeypatch):
+    out, source, before = dataset
+    drop_one_record(monkeypatch)
+    assert main(convert_argv(source, out, "--overwrite")) == 1
+    assert whole_dataset(out).run == before.run
+    [staging] = run_files(out)
+    assert staging.startswith(".staging-") and load_rejected(out / staging).rejected
+
+
+def test_an_overwrite_replaces_the_dataset_and_cleans_up(dataset):
+    out, source, before = dataset
+    assert main(convert_argv(source, out)) == 2, "a committed dataset needs --overwrite"
+    assert main(convert_argv(source, out, "--overwrite")) == 0
+    after = whole_dataset(out)
+    assert after.run != before.run and after.counts.written > before.counts.written
+    assert run_files(out) == []
+
+
+@pytest.mark.parametrize(
+    "target, nth, sees",
+    [
+        ("pipeline.readback:CountShardRecords.process", 1, "old"),  # while the job runs
+        ("pipeline.folder_store:write_manifest", 1, "old"),  # verified, not committed
+        ("pipeline.storage:copy", 2, "new"),  # committed in staging, halfway through moving in
+        ("pipeline.folder_store:write_manifest", 2, "new"),  # moved in, manifest not yet switched
+        ("pipeline.folder_store:remove", 1, "new"),  # switched, old files not yet removed
+    ],
+)
+def test_an_overwrite_killed_at_any_point_leaves_a_whole_dataset(dataset, target, nth, sees):
+    out, source, before = dataset
+    killed_at(target, nth, convert_argv(source, out, "--overwrite"))
+    now = whole_dataset(out)
+    assert (now.run == before.run) == (sees == "old")
+    assert main(convert_argv(source, out, "--overwrite")) == 0, "the next run takes over the dead run's lease"
+    assert whole_dataset(out).run not in (before.run, now.run)
+    assert run_files(out) == [], "the next run removes what the dead one left"
+
+
+def test_a_killed_first_run_is_cleaned_up_by_the_next(tmp_path):
+    source, out = photos(tmp_path / "src", 2), tmp_path / "out"
+    killed_at("pipeline.readback:CountShardRecords.process", 1, convert_argv(source, out))
+    assert not (out / "manifest.json").exists() and (out / LEASE_NAME).exists()
+    assert main(convert_argv(source, out)) == 0, "no --overwrite needed: nothing committed was there"
+    whole_dataset(out)
+    assert run_files(out) == []
+
+
+# --- one run at a time
+
+
+def write_lease(out: pathlib.Path, host: str, pid: int, expires_in_s: float) -> None:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    holder = Holder("20260101T000000000000Z", host, pid, now.isoformat(), "")
+    expires = (now + datetime.timedelta(seconds=expires_in_s)).isoformat()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / LEASE_NAME).write_bytes(Holder(**{**holder.__dict__, "expires": expires}).to_bytes())
+
+
+def test_a_second_run_refuses_while_the_first_holds_the_output(tmp_path, caplog):
+    source, out = photos(tmp_path / "src", 2), tmp_path / "out"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *convert_argv(source, out)], cwd=REPO, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not (out / LEASE_NAME).exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert main(convert_argv(source, out)) == 2
+    assert f"pid {first.pid}" in caplog.text and "another run is writing this output" in caplog.text
+    assert first.wait(timeout=300) == 0, first.stderr.read()[-3000:]
+    whole_dataset(out)
+
+
+@pytest.mark.parametrize(
+    "host, pid, expires_in_s, code",
+    [
+        ("elsewhere", 1, 600, 2),  # another machine's live run
+        ("elsewhere", 1, -1, 0),  # another machine's run, lease expired
+        (socket.gethostname(), os.getpid(), 600, 2),  # a live process here
+        (socket.gethostname(), 2**22 + 7, 600, 0),  # a process here that is gone
+    ],
+)
+def test_a_lease_is_taken_over_only_when_stale(tmp_path, caplog, host, pid, expires_in_s, code):
+    source, out = photos(tmp_path / "src", 1), tmp_path / "out"
+    write_lease(out, host, pid, expires_in_s)
+    assert main(convert_argv(source, out)) == code
+    if code == 0:
+        assert "took over the stale lease" in caplog.text and not (out / LEASE_NAME).exists()
+    else:
+        assert json.loads((out / LEASE_NAME).read_bytes())["host"] == host, "a live holder's lease is untouched"
