@@ -34,11 +34,11 @@ def run_summary(manifest: Manifest, output: str, seconds: float) -> str:
     return "\n".join(lines)
 
 
-def dataset_summary(dest: str, manifest: Manifest) -> str:
+def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> str:
     """`inspect`'s account of a dataset: splits, features, labels per split, source counts."""
     m, c = manifest, manifest.counts
     lines = [
-        f"Dataset {dest}",
+        f"{title} {dest}",
         f"  kind {m.kind}, created {m.created or '?'} by pipeline {m.package_version or '?'}, "
         f"{m.compression} TFRecords of tf.train.Example",
     ]
@@ -69,6 +69,17 @@ def dataset_summary(dest: str, manifest: Manifest) -> str:
     if m.errors_by_stage:
         lines.append("  errors by stage: " + ", ".join(f"{k} {v}" for k, v in m.errors_by_stage.items()))
     return "\n".join(lines)
+
+
+def rejected_summary(dest: str, manifest: Manifest) -> str:
+    """`inspect`'s account of a rejected run (manifest.rejected.json): why it must not be trusted
+    first, then what it counted (dataset_summary) and where its error reports are, so a person
+    can fix the input."""
+    lines = [f"REJECTED: {dest} holds a run that must not be trusted, not a dataset. Reasons:"]
+    lines += [f"  - {reason}" for reason in manifest.rejected or ("(none recorded)",)]
+    if manifest.error_files:
+        lines.append(f"  error reports: {', '.join(manifest.error_files)}")
+    return "\n".join(lines) + "\n" + dataset_summary(dest, manifest, title="Rejected run")
 
 
 def first_errors(dest: str, manifest: Manifest, limit: int = FIRST_ERRORS_SHOWN) -> list[dict]:

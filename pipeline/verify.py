@@ -1,10 +1,11 @@
 """`inspect --verify`: read every record of a dataset and check it against its manifest.
 
 Per record: the GZIP stream, the TFRecord framing and both CRCs (pipeline.tfrecord_reader),
-parsing against the manifest's feature spec, and for image datasets decoding the image and
-comparing it with its recorded dimensions and label. Then the record counts per split (and per
-label) against the manifest, stray shard files, and the error reports. TensorFlow parses and
-decodes; it is imported only when a verification runs.
+parsing against the manifest's feature spec, and for image datasets decoding the image as readers
+do (`tf.io.decode_image(..., expand_animations=False)`) and comparing it with its recorded height,
+width and channels, and its label. Then the record counts per split (and per label) against the
+manifest, stray shard files, and the error reports. TensorFlow parses and decodes; it is imported
+only when a verification runs.
 """
 
 from __future__ import annotations
@@ -72,10 +73,10 @@ class _ImageChecker:
             shape = tf.io.decode_image(encoded, expand_animations=False).shape
         except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as e:
             return f"image does not decode: {e.message.splitlines()[0] if e.message else type(e).__name__}", label
+        # The writer stores what this decode returns (transforms.image_check), channels included:
+        # a reader that trusts the stored channels to size its tensors must get exactly that many.
         for role, actual in (("height", shape[0]), ("width", shape[1]), ("channels", shape[2])):
             if keys.get(role) in example and int(example[keys[role]]) != actual:
-                if role == "channels":
-                    continue  # a decoder may add/drop alpha; height and width must match exactly
                 return f"decoded {role} {actual} differs from the recorded {int(example[keys[role]])}", label
         return None, label
 

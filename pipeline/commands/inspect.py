@@ -4,6 +4,10 @@ Shows what a converted dataset (local folder or gs:// prefix) holds: the manifes
 shards, sizes, features, labels and error counts with the first reasons from the error reports
 (pipeline.report). `--verify` reads and checks every record (pipeline.verify) and exits 1 on any
 problem, naming its shard and record; `--contact_sheet` draws sample images (pipeline.contact_sheet).
+
+DEST may be a refresh ROOT: inspect follows ROOT/LATEST to the version it names, as the trainer
+does. A folder holding only manifest.rejected.json (a run that must not be trusted) is shown as
+REJECTED with its reasons and exits 1; --verify refuses it in one line and exits 1.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import sys
 
 from pipeline import storage
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
-from pipeline.contract.manifest import Manifest, ManifestError, read_manifest
-from pipeline.report import dataset_summary, errors_text, first_errors
+from pipeline.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
+from pipeline.contract.versions import LatestPointerError, resolve_dataset
+from pipeline.report import dataset_summary, errors_text, first_errors, rejected_summary
 from pipeline.verify import verify
 
 MAX_PROBLEMS_SHOWN = 50
@@ -27,7 +32,11 @@ def parser() -> argparse.ArgumentParser:
         description="Show what a converted dataset (local or gs://) holds; --verify checks every "
         "record against the manifest; --contact_sheet draws sample images.",
     )
-    p.add_argument("dest", metavar="DEST", help="dataset folder or gs:// prefix (holds manifest.json)")
+    p.add_argument(
+        "dest",
+        metavar="DEST",
+        help="dataset folder or gs:// prefix (holds manifest.json), or a refresh root (follows its LATEST)",
+    )
     p.add_argument("--verify", action="store_true", help="read and check every record; exit 1 on any problem")
     p.add_argument("--contact_sheet", metavar="FILE.png", help="write a grid of sample images with labels and sizes")
     p.add_argument(
@@ -60,23 +69,51 @@ def _verify(dest: str, manifest: Manifest) -> int:
     return 0
 
 
+def _resolve(path: str) -> str:
+    """The folder to inspect: `path`, or the version its LATEST names when `path` is a refresh
+    root, so inspect reads the dataset the trainer would read from the same path."""
+    folder = resolve_dataset(path, storage.read_text)
+    if folder != path:
+        print(f"{path.rstrip('/')}/LATEST names version {storage.basename(folder)}: inspecting {folder}")
+    return folder
+
+
+def _rejected(folder: str, manifest: Manifest, args: argparse.Namespace) -> int:
+    """A rejected run is never a dataset: --verify refuses it in one line, otherwise show why it
+    was rejected with its counts and first errors. Exits 1 either way, as the run itself did."""
+    if args.verify:
+        reasons = "; ".join(" ".join(r.split()) for r in manifest.rejected) or "no reason recorded"
+        print(f"VERIFY REFUSED: {folder} holds a rejected run, not a dataset: {reasons}")
+        return 1
+    print(rejected_summary(folder, manifest))
+    text = errors_text(first_errors(folder, manifest), manifest)
+    if text:
+        print(text)
+    if args.contact_sheet:
+        print(f"contact sheet: not drawn, {folder} holds a rejected run")
+    return 1
+
+
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.samples <= 0:
         print("error: --samples must be positive", file=sys.stderr)
         return 2
     try:
-        manifest = read_manifest(args.dest, storage.read_text)
-        print(dataset_summary(args.dest, manifest))
-        text = errors_text(first_errors(args.dest, manifest), manifest)
+        folder = _resolve(args.dest)
+        manifest = read_manifest(folder, storage.read_text)
+        print(dataset_summary(folder, manifest))
+        text = errors_text(first_errors(folder, manifest), manifest)
         if text:
             print(text)
-        status = _verify(args.dest, manifest) if args.verify else 0
+        status = _verify(folder, manifest) if args.verify else 0
         if args.contact_sheet:
-            tiles = write_contact_sheet(args.dest, manifest, args.contact_sheet, args.samples)
+            tiles = write_contact_sheet(folder, manifest, args.contact_sheet, args.samples)
             columns, rows = grid_shape(tiles)
             print(f"contact sheet: {args.contact_sheet} ({tiles} image(s), {columns}x{rows} grid)")
         return status
-    except (ManifestError, ContactSheetError) as e:
+    except ManifestRejectedError as e:
+        return _rejected(folder, e.manifest, args)
+    except (ManifestError, LatestPointerError, ContactSheetError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
