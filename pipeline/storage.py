@@ -51,6 +51,15 @@ def files_below(folder: str) -> list[str]:
     return [m.path for m in match(folder.rstrip("/") + "/**")]
 
 
+def children(folder: str) -> list[str]:
+    """The names directly below `folder`, folders included (a local folder may hold empty ones,
+    which `match` does not list)."""
+    if is_remote(folder):
+        prefix = folder.rstrip("/") + "/"
+        return sorted({path[len(prefix) :].split("/", 1)[0] for path in files_below(folder)})
+    return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+
 def exists(path: str) -> bool:
     return FileSystems.exists(path)
 
@@ -207,7 +216,8 @@ def _digest(data: bytes) -> str:
 
 
 @functools.cache
-def _gcs_client():
+def _gcs_client(endpoint: str | None):
+    """One client per endpoint (STORAGE_EMULATOR_HOST, when set, as Beam's own client honours it)."""
     from google.cloud import storage as gcs
 
     return gcs.Client()
@@ -215,7 +225,7 @@ def _gcs_client():
 
 def _blob(path: str):
     bucket, _, name = path[len("gs://") :].partition("/")
-    return _gcs_client().bucket(bucket).blob(name)
+    return _gcs_client(os.environ.get("STORAGE_EMULATOR_HOST")).bucket(bucket).blob(name)
 
 
 @contextlib.contextmanager

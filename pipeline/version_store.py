@@ -36,7 +36,7 @@ def latest_version(root: str) -> str | None:
 
 def version_states(root: str) -> dict[str, str]:
     """{version: "complete" | "rejected" | "incomplete"} for the version folders below ROOT."""
-    names: dict[str, set[str]] = {}
+    names: dict[str, set[str]] = {name: set() for name in storage.children(root) if is_version(name)}
     prefix = root.rstrip("/") + "/"
     for path in storage.files_below(root):
         version, _, rest = path[len(prefix) :].partition("/")

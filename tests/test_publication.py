@@ -227,3 +227,45 @@ def test_a_lease_is_taken_over_only_when_stale(tmp_path, caplog, host, pid, expi
         assert "took over the stale lease" in caplog.text and not (out / LEASE_NAME).exists()
     else:
         assert json.loads((out / LEASE_NAME).read_bytes())["host"] == host, "a live holder's lease is untouched"
+
+
+# --- the same on GCS (the emulator over HTTP), where a folder cannot be renamed
+
+
+def download_tree(emulator, prefix: str, local: pathlib.Path) -> list[str]:
+    """Every object below `prefix` into `local`, keeping relative paths; returns those paths."""
+    relative = []
+    for uri in emulator.list_uris(prefix + "/"):
+        name = uri[len(prefix) + 1 :]
+        (local / name).parent.mkdir(parents=True, exist_ok=True)
+        (local / name).write_bytes(emulator.read_bytes(uri))
+        relative.append(name)
+    return relative
+
+
+@pytest.mark.parametrize(
+    "target, nth, sees",
+    [
+        ("pipeline.readback:CountShardRecords.process", 1, "old"),
+        ("pipeline.storage:copy", 2, "new"),
+        ("pipeline.folder_store:remove", 1, "new"),
+    ],
+)
+def test_on_gcs_an_overwrite_killed_at_any_point_leaves_a_whole_dataset(
+    gcs_emulator, gcs_bucket, tmp_path, target, nth, sees
+):
+    old, new = photos(tmp_path / "old", 2), photos(tmp_path / "new", 3)
+    gcs_emulator.upload_dir(new, f"gs://{gcs_bucket}/new")
+    out = f"gs://{gcs_bucket}/out"
+    assert main(convert_argv(old, out)) == 0
+    download_tree(gcs_emulator, out, tmp_path / "before")
+    before = whole_dataset(tmp_path / "before")
+
+    killed_at(target, nth, convert_argv(f"gs://{gcs_bucket}/new", out, "--overwrite"))
+    download_tree(gcs_emulator, out, tmp_path / "killed")
+    assert (whole_dataset(tmp_path / "killed").run == before.run) == (sees == "old")
+
+    assert main(convert_argv(f"gs://{gcs_bucket}/new", out, "--overwrite")) == 0
+    names = download_tree(gcs_emulator, out, tmp_path / "after")
+    assert whole_dataset(tmp_path / "after").counts.written > before.counts.written
+    assert not [n for n in names if n.startswith((".staging-", "beam-temp-", LEASE_NAME))], names

@@ -315,3 +315,27 @@ def test_a_refresh_killed_mid_run_leaves_latest_and_the_next_refresh_works(tmp_p
     assert main(["refresh", "--input", str(source), "--output", str(root)]) == 0
     v2 = (root / LATEST_NAME).read_text().strip()
     assert v2 > v1 and (root / v2 / "manifest.json").exists()
+    assert not any(p.exists() for p in partial), "the next refresh removes the dead run's version folder"
+    assert not (root / ".lease").exists()
+
+
+def test_two_refreshes_started_together_one_refuses(tmp_path, caplog, capsys):
+    """Only one refresh writes below a root at a time; the other exits 2 naming the holder, and
+    a later one finds nothing changed. Version names never collide, even within a second."""
+    import subprocess
+    import sys
+    import time
+
+    shutil.copytree(SAMPLE / "circle", tmp_path / "in" / "circle")
+    argv = ["refresh", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "root")]
+    first = subprocess.Popen([sys.executable, "-m", "pipeline", *argv], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "root" / ".lease").exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert main(argv) == 2 and f"pid {first.pid}" in caplog.text
+    assert first.wait(timeout=300) == 0, first.stderr.read()[-3000:]
+    assert [p.name for p in (tmp_path / "root").iterdir() if is_version(p.name)] == [
+        (tmp_path / "root" / LATEST_NAME).read_text().strip()
+    ]
+    assert main(argv) == 0 and "nothing changed" in capsys.readouterr().out
+    assert len({new_version() for _ in range(1000)}) > 1
