@@ -3,8 +3,8 @@
 Per record: the GZIP stream, the TFRecord framing and both CRCs (pipeline.tfrecord_reader),
 parsing against the manifest's feature spec, and for image datasets decoding the image as readers
 do (`tf.io.decode_image(..., expand_animations=False)`) and comparing it with its recorded height,
-width and channels, and its label. Then the record counts per split (and per label) against the
-manifest, stray shard files, and the error reports. TensorFlow parses and decodes; it is imported
+width and channels, and its label. Then the record counts per shard, per split (and per label)
+against the manifest, stray shard files, and the error reports. TensorFlow parses and decodes; it is imported
 only when a verification runs.
 """
 
@@ -163,6 +163,7 @@ def verify(dest: str, manifest: Manifest) -> Verification:
             result.shard_records[shard] = count
             result.records[split.name] += count
             _LOG.info("read %s: %d record(s)", shard, count)
+        _check_shard_lengths(split, result)
         if result.records[split.name] != split.records:
             per_shard = ", ".join(f"{s}: {result.shard_records.get(s, 0)}" for s in split.shards)
             result.problem(
@@ -180,6 +181,21 @@ def verify(dest: str, manifest: Manifest) -> Verification:
     _check_stray_shards(dest, manifest, result)
     _check_error_files(dest, manifest, result)
     return result
+
+
+def _check_shard_lengths(split, result: Verification) -> None:
+    """Each shard holds the records the manifest says it does (readers plan steps and hosts on
+    them); format 1 manifests have no per-shard counts."""
+    if not split.shard_lengths:
+        return
+    if len(split.shard_lengths) != len(split.shards):
+        result.problem(f"split {split.name}: {len(split.shard_lengths)} shard lengths for {len(split.shards)} shards")
+        return
+    for shard, expected in zip(split.shards, split.shard_lengths, strict=True):
+        if result.shard_records.get(shard, 0) != expected:
+            result.problem(
+                f"{shard}: the manifest says {expected} records, it holds {result.shard_records.get(shard, 0)}"
+            )
 
 
 def _total_of(shard: str) -> int | None:

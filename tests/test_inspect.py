@@ -149,6 +149,19 @@ def test_verify_fails_on_wrong_manifest_counts(images, tmp_path, capsys):
     assert "counts do not add up" in out
 
 
+def test_verify_compares_each_shard_with_its_recorded_length(images, tmp_path, capsys):
+    data = copy(images, tmp_path)
+    manifest = json.loads((data / "manifest.json").read_text())
+    train = manifest["splits"]["train"]
+    assert len(train["shard_lengths"]) == len(train["shards"]) and sum(train["shard_lengths"]) == train["records"]
+    train["shard_lengths"][0] += 1
+    (data / "manifest.json").write_text(json.dumps(manifest))
+    code, out = inspect_main(capsys, data, "--verify")
+    assert code == 1
+    held = train["shard_lengths"][0] - 1
+    assert f"{train['shards'][0]}: the manifest says {held + 1} records, it holds {held}" in out
+
+
 def test_verify_reports_a_missing_shard_and_a_stray_one(images, tmp_path, capsys):
     data = copy(images, tmp_path)
     shards = json.loads((data / "manifest.json").read_text())["splits"]["train"]["shards"]

@@ -269,3 +269,14 @@ def test_on_gcs_an_overwrite_killed_at_any_point_leaves_a_whole_dataset(
     names = download_tree(gcs_emulator, out, tmp_path / "after")
     assert whole_dataset(tmp_path / "after").counts.written > before.counts.written
     assert not [n for n in names if n.startswith((".staging-", "beam-temp-", LEASE_NAME))], names
+
+
+def test_on_gcs_a_failed_run_leaves_nothing_behind(gcs_emulator, gcs_bucket, tmp_path, monkeypatch):
+    def fail(self, path):
+        raise OSError(f"connection lost while reading {path}")
+
+    monkeypatch.setattr(CountShardRecords, "process", fail)
+    out = f"gs://{gcs_bucket}/out"
+    gcs_emulator.upload_bytes(f"{out}/notes.txt", b"the user's own file")
+    assert main(convert_argv(photos(tmp_path / "src", 2), out)) == 1
+    assert gcs_emulator.list_uris(out + "/") == [f"{out}/notes.txt"]

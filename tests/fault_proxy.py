@@ -1,0 +1,308 @@
+"""A loopback HTTP proxy that makes a GCS emulator misbehave, for retry regression tests.
+
+Put it between a client and ``GcsEmulator`` (``STORAGE_EMULATOR_HOST=proxy.url``)::
+
+    with GcsEmulator() as emu, FaultProxy(emu.url, seed=7) as proxy:
+        subprocess.run([...], env={**os.environ, **emu.env, "STORAGE_EMULATOR_HOST": proxy.url})
+        assert all(proxy.counts.values())
+
+Every request is forwarded unchanged (method, target, headers, body; ``Host`` too, because the
+emulator builds resumable-upload ``Location`` and ``mediaLink`` URLs from it, so follow-up requests
+come back through the proxy), and so is every reply, except that the emulator's own address in
+JSON and batch replies is replaced by the proxy's (see ``_own_links``). Some requests instead get a
+fault, the ways real GCS fails:
+
+* ``503`` / ``429``: an error reply (``Retry-After: 0``) without forwarding: the request never
+  happened, so a retry is always correct.
+* ``drop``: the connection is closed without a reply, also without forwarding.
+* ``truncate``: the request is forwarded, then the reply goes out with its full ``Content-Length``
+  but only half its body before the connection closes. For a write, the write has happened: the
+  client's retry must be idempotent (GCS clients' are). A reply with under 2 body bytes cannot be
+  truncated: it goes out whole and the fault is withdrawn.
+
+Faults are bounded so a correct client always finishes: at most ``max_faults`` in all, only during
+the first ``window_s`` seconds after the first request, and never on two consecutive attempts of
+the same request (method + target), so its retry goes through. Whether a request is faulted
+depends only on the seed, the request (less what changes from run to run: the emulator's
+time-stamped ids, Beam's UUIDs) and how many times it was seen before, so a rerun with the same
+seed faults the same requests (while the budget lasts; concurrent identical requests, such as
+bucket look-ups, may trade places). The kinds go round in turn among the faulted requests, so a
+handful of faults exercises every kind, whatever the seed. Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import re
+import sys
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+__all__ = ["FAULT_KINDS", "FaultProxy"]
+
+FAULT_KINDS = ("503", "429", "drop", "truncate")
+# Connection-level headers that describe one hop, not the message (RFC 9110 7.6.1); bodies are
+# re-framed with Content-Length.
+_HOP_BY_HOP = frozenset(
+    h.lower()
+    for h in (
+        "Connection",
+        "Keep-Alive",
+        "Proxy-Authenticate",
+        "Proxy-Authorization",
+        "Proxy-Connection",
+        "TE",
+        "Trailer",
+        "Transfer-Encoding",
+        "Upgrade",
+        "Content-Length",
+    )
+)
+# What differs between two runs of the same job, left out of the hash so they fault the same
+# requests: query values the emulator makes from the clock (upload ids, generations in mediaLink
+# URLs) and the UUIDs in Beam's temporary file names.
+_VOLATILE = re.compile(r"(?<=[?&])(upload_id|generation)=[^&]*|[0-9a-f]{8}(-?[0-9a-f]{4}){3}-?[0-9a-f]{12}")
+
+
+def _unit(*parts: object) -> float:
+    """A number in [0, 1) fixed by `parts`: the proxy's only source of 'randomness'."""
+    digest = hashlib.sha256("\0".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+class FaultProxy:
+    """The proxy server, run on a daemon thread; a context manager.
+
+    Args:
+      upstream: the emulator's base URL (``http://127.0.0.1:PORT``).
+      seed: picks which requests fail, and with what.
+      rate: the chance that a request (in the window, within the budget) is faulted.
+      max_faults: the most faults injected in all.
+      window_s: faults only this long after the first request.
+      kinds: the fault kinds to inject (a subset of FAULT_KINDS).
+    """
+
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        seed: int = 0,
+        rate: float = 0.1,
+        max_faults: int = 16,
+        window_s: float = 60.0,
+        kinds: tuple[str, ...] = FAULT_KINDS,
+        host: str = "127.0.0.1",
+    ) -> None:
+        unknown = set(kinds) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {FAULT_KINDS}")
+        parts = urlsplit(upstream)
+        self.upstream, self.upstream_url = (parts.hostname, parts.port or 80), upstream.rstrip("/")
+        self.seed, self.rate, self.max_faults, self.window_s = seed, rate, max_faults, window_s
+        self.kinds, self.host = tuple(kinds), host
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter({kind: 0 for kind in self.kinds})
+        self._attempts: Counter[tuple[str, str]] = Counter()
+        self._faulted_last: dict[tuple[str, str], bool] = {}
+        self._first_request: float | None = None
+        self.requests = 0
+        self.upstream_errors = 0
+        # The faults injected: (seconds since the first request, kind, method, target).
+        self.log: list[tuple[float, str, str, str]] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def start(self) -> FaultProxy:
+        self._server = _Server((self.host, 0), _Handler)  # port 0: a free port, no race
+        self._server.proxy = self
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Faults injected so far, by kind."""
+        with self._lock:
+            return dict(self._counts)
+
+    # -- fault decisions ----------------------------------------------------
+
+    def _decide(self, method: str, target: str) -> str | None:
+        """The fault for this request, or None to forward it; reserves the fault in the counts."""
+        key = (method, target)
+        stable = _VOLATILE.sub("~", target)
+        with self._lock:
+            self.requests += 1
+            attempt = self._attempts[(method, stable)]
+            self._attempts[(method, stable)] += 1
+            now = time.monotonic()
+            if self._first_request is None:
+                self._first_request = now
+            elapsed = now - self._first_request
+            if (
+                not self.kinds
+                or self._faulted_last.get(key)
+                or elapsed > self.window_s
+                or sum(self._counts.values()) >= self.max_faults
+                or _unit(self.seed, method, stable, attempt) >= self.rate
+            ):
+                self._faulted_last[key] = False
+                return None
+            kind = min(self.kinds, key=lambda k: self._counts[k])  # round robin: every kind soon exercised
+            self._counts[kind] += 1
+            self._faulted_last[key] = True
+            self.log.append((round(elapsed, 3), kind, method, target))
+            return kind
+
+    def _withdraw(self, method: str, target: str, kind: str) -> None:
+        """Undo a reserved fault that could not be applied (a reply too short to truncate)."""
+        with self._lock:
+            self._counts[kind] -= 1
+            self._faulted_last[(method, target)] = False
+            for i in range(len(self.log) - 1, -1, -1):
+                if self.log[i][1:] == (kind, method, target):
+                    del self.log[i]
+                    break
+
+
+class _Server(ThreadingHTTPServer):
+    """One thread per connection; clients resetting idle keep-alive connections is not an error."""
+
+    daemon_threads = True
+    proxy: FaultProxy
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One client connection: HTTP/1.1 with keep-alive, as google-cloud-storage's pool expects."""
+
+    protocol_version = "HTTP/1.1"
+    timeout = 120  # an idle keep-alive connection's thread ends eventually
+
+    def log_message(self, format, *args) -> None:
+        pass  # quiet: tests read `proxy.log` instead
+
+    def _relay(self) -> None:
+        proxy: FaultProxy = self.server.proxy
+        body = self._read_body()  # always read in full, so a fault never leaves bytes on the socket
+        kind = proxy._decide(self.command, self.path)
+        if kind in ("503", "429"):
+            self._send(int(kind), [("Content-Type", "application/json"), ("Retry-After", "0")], _error_body(kind))
+            return
+        if kind == "drop":
+            self.close_connection = True  # the server closes the socket: no status line at all
+            return
+        try:
+            status, reason, headers, payload = self._forward(body)
+        except OSError as e:  # the emulator itself failed: not an injected fault, tell the client
+            with proxy._lock:
+                proxy.upstream_errors += 1
+            self._send(502, [("Content-Type", "text/plain")], f"fault proxy: upstream failed: {e!r}".encode())
+            return
+        if kind == "truncate":
+            if len(payload) >= 2 and self.command != "HEAD":
+                self._send(status, headers, payload, reason=reason, cut=len(payload) // 2)
+                return
+            proxy._withdraw(self.command, self.path, kind)
+        self._send(status, headers, payload, reason=reason)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
+
+    def _read_body(self) -> bytes | None:
+        """The request body as sent: by Content-Length, or de-chunked (streamed uploads without a
+        length), or None when the request has none."""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            parts = []
+            while True:
+                size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
+                        pass
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()  # the CRLF after each chunk
+        length = self.headers.get("Content-Length")
+        return self.rfile.read(int(length)) if length is not None else None
+
+    def _forward(self, body: bytes | None) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        """Send the request to the emulator on a fresh connection; the whole reply."""
+        conn = http.client.HTTPConnection(*self.server.proxy.upstream, timeout=120)
+        try:
+            conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            for name, value in self.headers.items():
+                if name.lower() not in _HOP_BY_HOP:
+                    conn.putheader(name, value)
+            if body is not None:
+                conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body)
+            resp = conn.getresponse()
+            payload = resp.read()  # by Content-Length, chunked or to EOF: http.client knows all three
+            headers = [(n, self._own_links(v)) for n, v in resp.getheaders() if n.lower() not in _HOP_BY_HOP]
+            if resp.getheader("Content-Type", "").startswith(("application/json", "multipart/")):
+                payload = self._own_links(payload)
+            if self.command == "HEAD" and resp.getheader("Content-Length") is not None:
+                headers.append(("Content-Length", resp.getheader("Content-Length")))
+            return resp.status, resp.reason, headers, payload
+        finally:
+            conn.close()
+
+    def _own_links(self, value):
+        """The emulator's address replaced by the proxy's, in a header (``Location``) or a JSON or
+        batch reply: an object's ``mediaLink`` is fixed when it is written, so objects written
+        straight to the emulator (test set-up) would otherwise be downloaded around the proxy."""
+        upstream, url = self.server.proxy.upstream_url, self.server.proxy.url
+        if isinstance(value, bytes):
+            return value.replace(upstream.encode(), url.encode())
+        return value.replace(upstream, url)
+
+    def _send(self, status: int, headers, payload: bytes, reason: str | None = None, cut: int | None = None) -> None:
+        """Reply with `payload` framed by Content-Length; with `cut`, only its first `cut` bytes
+        go out and the connection is closed (the client sees an incomplete read)."""
+        self.send_response_only(status, reason)
+        for name, value in headers:
+            self.send_header(name, value)
+        if self.command != "HEAD" and status >= 200 and status not in (204, 304):
+            self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload if cut is None else payload[:cut])
+        self.wfile.flush()
+        if cut is not None:
+            self.close_connection = True
+
+
+def _error_body(code: str) -> bytes:
+    """A GCS JSON API error body, so clients parse a reason as they would from GCS."""
+    message, reason = {
+        "503": ("Service Unavailable", "backendError"),
+        "429": ("Too Many Requests", "rateLimitExceeded"),
+    }[code]
+    error = {"code": int(code), "message": f"{message} (injected)", "errors": [{"message": message, "reason": reason}]}
+    return json.dumps({"error": error}).encode()
