@@ -21,8 +21,9 @@ import dataclasses
 import logging
 
 from pipeline import storage
-from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, is_dataset_file, join
+from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, TEMPORARY_SUFFIX, is_dataset_file, join
 from pipeline.contract.manifest import Manifest, ManifestError, SplitInfo, read_rejected_manifest
+from pipeline.lease import LEASE_NAME
 from pipeline.publish import write_manifest, write_rejection
 
 _LOG = logging.getLogger(__name__)
@@ -59,9 +60,16 @@ def leftovers(output: str, committed: Manifest | None, keep: frozenset[str] = fr
         if rest and top.startswith((STAGING_PREFIX, BEAM_TEMPORARY_PREFIX)):
             inside = any(n.startswith(top + "/") for n in named)
             found.add(path if inside else join(output, top))
-        elif not rest and (is_dataset_file(top) or top == REJECTED_MANIFEST_NAME):
+        elif not rest and _written_by_runs(top):
             found.add(path)
     return sorted(found)
+
+
+def _written_by_runs(name: str) -> bool:
+    """Shards, error reports and manifests, and half-written temporary copies of those and of the
+    lease (never the lease itself: the run holding it removes it)."""
+    stem = name.removesuffix(TEMPORARY_SUFFIX)
+    return is_dataset_file(stem) or stem == REJECTED_MANIFEST_NAME or name == LEASE_NAME + TEMPORARY_SUFFIX
 
 
 def remove(paths: list[str]) -> None:
@@ -95,6 +103,7 @@ class FolderPublication:
     output: str
     run: str
     staged: bool = False
+    unattended: bool = False  # a template launch: no launcher waits to report a rejection
 
     @property
     def folder(self) -> str:
@@ -102,7 +111,7 @@ class FolderPublication:
 
     def publish(self, manifest: Manifest) -> None:
         if manifest.rejected:
-            write_rejection(self.folder, manifest)
+            write_rejection(self.folder, manifest, fail_job=self.unattended)
             return
         if not self.staged:
             write_manifest(self.output, manifest)

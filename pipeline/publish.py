@@ -50,14 +50,22 @@ def write_manifest(folder: str, manifest: Manifest) -> str:
     return path
 
 
-def write_rejection(folder: str, manifest: Manifest) -> None:
+class RunRejectedError(RuntimeError):
+    """Fails a job whose launcher does not wait for it (a template launch), so a scheduler's
+    alerting on failed jobs sees the rejected run."""
+
+
+def write_rejection(folder: str, manifest: Manifest, fail_job: bool) -> None:
     """An untrusted run: manifest.rejected.json (never manifest.json) and its error report stay;
-    its shards go, so nothing can read them as data."""
+    its shards go, so nothing can read them as data. `fail_job`: nobody waits for the job to
+    report it, so the job fails (a waiting launcher reports it and exits 1 instead)."""
     storage.write_atomically(join(folder, REJECTED_MANIFEST_NAME), manifest.to_json())
     shards = [join(folder, s) for split in manifest.splits.values() for s in split.shards]
     storage.delete([s for s in shards if storage.exists(s)])
     counter("runs_rejected").inc()
     _LOG.error("%s not published: %s", folder, "; ".join(manifest.rejected))
+    if fail_job:
+        raise RunRejectedError(f"{folder} not published: " + "; ".join(manifest.rejected))
 
 
 @dataclasses.dataclass(frozen=True)

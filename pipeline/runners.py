@@ -10,9 +10,26 @@ record in memory (their throughput and peak memory: README, Performance):
   API). Its workers are threads under one GIL, and it holds more per input byte.
 
 The log warns, pointing at Dataflow, when the estimated peak exceeds the memory available now.
-An explicit --runner DirectRunner/FnApiRunner gets direct_running_mode=in_memory unless told
-otherwise: in multi_threading mode Beam 2.77's data plane drops elements (its timed flush thread
-clears a buffer the bundle thread is still writing to, in apache_beam/runners/worker/data_plane.py).
+
+Beam 2.77's data-plane race: TimeBasedBufferingClosableOutputStream
+(apache_beam/runners/worker/data_plane.py) runs a thread that, every N ms, calls get(), the send
+callback, then _clear(), while the thread writing elements keeps writing to the same buffer
+without the flush lock: what it writes in between is dropped, silently. Only streams with a time
+limit above 0 have that thread:
+
+* FnApiRunner in direct_running_mode multi_threading: its in-process gRPC workers always get
+  1,000 ms (worker_handlers.py: `config.get('data_buffer_time_limit_ms') or
+  DATA_BUFFER_TIME_LIMIT_MS`, so an explicit 0 becomes 1,000 too), and so does the runner's gRPC
+  data server, which sends bundle input to the workers in multi_processing mode as well.
+* in_memory mode passes data in memory (InMemoryDataChannel, limit 0) and the
+  BundleBasedDirectRunner has no data plane: neither has the thread. Hence an explicit --runner
+  DirectRunner/FnApiRunner gets direct_running_mode=in_memory unless told otherwise.
+* Dataflow's Python SDK harness (and any portable runner's) reads the limit from the experiment
+  `data_buffer_time_limit_ms=N`, default 0 (sdk_worker_main._get_data_buffer_time_limit_ms).
+  pipeline_options refuses N > 0 on every runner (UnsafeOptionError), before anything runs.
+
+Whatever the runner, the job reads its shards back and rejects any run whose shards hold fewer
+records than it produced.
 """
 
 from __future__ import annotations
@@ -20,9 +37,10 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+from collections.abc import Iterable
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DebugOptions, DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 _LOG = logging.getLogger("pipeline")
@@ -76,10 +94,47 @@ def _given(beam_args: list[str], flag: str) -> bool:
     return any(arg == flag or arg.startswith(flag + "=") for arg in beam_args)
 
 
+BUFFER_TIME_LIMIT = "data_buffer_time_limit_ms"  # the experiment that turns the racy flush thread on
+
+
+class UnsafeOptionError(ValueError):
+    """A Beam option under which the job would lose records; raised before anything runs."""
+
+
+def check_experiments(experiments: Iterable[str]) -> None:
+    """Raises UnsafeOptionError when the experiments set data_buffer_time_limit_ms to anything but
+    an integer <= 0. Each item may hold several, comma-separated (as --experiments=a,b and gcloud's
+    --additional-experiments do)."""
+    for item in experiments:
+        for experiment in str(item).split(","):
+            name, sep, value = experiment.strip().partition("=")
+            if name.strip() != BUFFER_TIME_LIMIT or not sep:
+                continue
+            try:
+                off = int(value) <= 0
+            except ValueError:
+                off = False
+            if not off:
+                raise UnsafeOptionError(
+                    f"refusing the Beam experiment {experiment.strip()}: above 0 it starts Beam 2.77's timed flush "
+                    "thread (TimeBasedBufferingClosableOutputStream, apache_beam/runners/worker/data_plane.py), "
+                    "which clears the output buffer while the bundle thread is still writing to it, so records are "
+                    f"dropped silently; drop the experiment (only {BUFFER_TIME_LIMIT}=0 is allowed)"
+                )
+
+
+def refuse_unsafe_options(beam_args: list[str]) -> None:
+    """UnsafeOptionError when the Beam flags would make the job lose records (check_experiments);
+    commands call it before they touch any data."""
+    check_experiments(PipelineOptions(beam_args).view_as(DebugOptions).experiments or [])
+
+
 def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOptions:
     """Beam options from the flags we do not parse; `input_bytes` (the planned listing's) sizes
-    the memory warning of a local run (no --runner given)."""
+    the memory warning of a local run (no --runner given). UnsafeOptionError for options that
+    would make the job lose records (check_experiments)."""
     options = PipelineOptions(beam_args)
+    check_experiments(options.view_as(DebugOptions).experiments or [])
     standard = options.view_as(StandardOptions)
     direct = options.view_as(DirectOptions)
     if standard.runner is None:

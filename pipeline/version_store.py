@@ -88,6 +88,7 @@ class VersionPublication:
     root: str
     version: str
     keep: int | None = None
+    unattended: bool = False  # a template launch: no launcher waits to report a rejection
 
     @property
     def folder(self) -> str:
@@ -99,7 +100,7 @@ class VersionPublication:
 
     def publish(self, manifest: Manifest) -> None:
         if manifest.rejected:
-            write_rejection(self.folder, manifest)
+            write_rejection(self.folder, manifest, fail_job=self.unattended)
             return
         write_manifest(self.folder, manifest)
         self.advance(manifest)

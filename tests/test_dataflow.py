@@ -1,5 +1,6 @@
 """Dataflow submission, tested as far as it goes offline: the settings file becomes Beam flags,
-DataflowRunner builds the job with --dry_run, a classic template staged on the GCS emulator
+an experiment that would drop records is refused on every launch path, DataflowRunner builds the
+job with --dry_run, a classic template staged on the GCS emulator
 describes our steps, worker image, packaging and options, the job graph does not grow with the
 input, setup.py builds the worker package, and a refresh launched as a template stages a job that
 moves LATEST itself and writes nothing before it runs."""
@@ -30,9 +31,9 @@ from pipeline.contract.versions import LATEST_NAME
 from pipeline.dataflow.flex_template import TemplateError, template_parameters
 from pipeline.dataflow.launch_flags import beam_flags, gcloud_flags, launch_body, launch_environment
 from pipeline.dataflow.settings import SettingsError, load_settings
+from pipeline.folder_store import FolderPublication
 from pipeline.planning import make_plan
-from pipeline.publish import FolderPublication
-from pipeline.runners import pipeline_options
+from pipeline.runners import UnsafeOptionError, pipeline_options
 from pipeline.version_store import VersionPublication
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -200,6 +201,31 @@ def test_the_command_line_prints_settings_and_reports_bad_ones(capsys, monkeypat
     assert launch["environment"]["ipConfiguration"] == "WORKER_IP_PRIVATE"
 
 
+TIMED_FLUSH = "data_buffer_time_limit_ms=1000"  # starts Beam 2.77's racy flush thread in the SDK harness
+
+
+@pytest.mark.parametrize("experiments", [f"[use_runner_v2, {TIMED_FLUSH}]", TIMED_FLUSH, f"[a,{TIMED_FLUSH}]"])
+def test_settings_refuse_an_experiment_that_drops_records_on_every_launch_path(experiments, capsys, monkeypatch):
+    with pytest.raises(SettingsError, match="job.experiments: refusing .* dropped silently; drop the experiment"):
+        settings(job__experiments=experiments)
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    refused = ["--set", f"job.experiments={experiments}"]
+    launch_body_argv = ["launch-body", "--spec", "gs://b/t.json", "--job-name", "j"]
+    for what in (["beam-flags"], ["gcloud-flags"], launch_body_argv, ["get", "job.region"]):
+        assert dataflow_command.main([*what, *refused]) == 2, what
+        captured = capsys.readouterr()
+        assert not captured.out and "dropped silently" in captured.err
+
+
+def test_settings_keep_harmless_experiments():
+    job = settings(job__experiments="[use_runner_v2, data_buffer_time_limit_ms=0]")["job"]
+    assert {"--experiments=use_runner_v2", "--experiments=data_buffer_time_limit_ms=0"} <= set(beam_flags(job))
+    assert launch_environment(job)["additionalExperiments"] == ["use_runner_v2", "data_buffer_time_limit_ms=0"]
+    one = settings(job__experiments="use_runner_v2")["job"]  # a plain string is one experiment, not one per letter
+    assert [f for f in beam_flags(one) if f.startswith("--experiments")] == ["--experiments=use_runner_v2"]
+
+
 # -- building and staging the job -----------------------------------------------------------------
 
 
@@ -208,7 +234,7 @@ def test_dry_run_builds_the_dataflow_job_offline(tmp_path):
     plan = make_plan(config)
     flags = beam_flags(settings(job__sdk_container_image=WORKER_IMAGE, job__setup_file="")["job"])
     p = beam.Pipeline(options=pipeline_options([*flags, "--dry_run=True"]))
-    build_pipeline(p, plan, config, FolderPublication(plan.output))
+    build_pipeline(p, plan, config, FolderPublication(plan.output, "run1"))
     job = p.run().job
     assert OUR_STEPS <= step_names(job.proto_pipeline)
     assert container_images(job.proto_pipeline) == {WORKER_IMAGE}
@@ -218,28 +244,49 @@ def test_dry_run_builds_the_dataflow_job_offline(tmp_path):
     assert not os.path.exists(plan.output)
 
 
-def test_submit_script_builds_the_job_from_the_settings_file(tmp_path):
-    out = tmp_path / "out"
-    result = subprocess.run(
-        [
-            "bash",
-            str(REPO / "scripts" / "submit_dataflow.sh"),
-            "--set",
-            "job.setup_file=",
-            "--set",
-            f"job.sdk_container_image={WORKER_IMAGE}",
-            "--input",
-            str(small_input(tmp_path / "in")),
-            "--output",
-            str(out),
-            "--dry_run=True",
-        ],
+@pytest.mark.parametrize(
+    "experiments",
+    [
+        [f"--experiments={TIMED_FLUSH}"],
+        ["--experiments", f"use_runner_v2,{TIMED_FLUSH}"],
+        ["--experiments=use_runner_v2", f"--experiment={TIMED_FLUSH}"],
+    ],
+)
+def test_the_dataflow_job_is_not_built_with_an_experiment_that_drops_records(experiments):
+    flags = [*beam_flags(settings(job__sdk_container_image=WORKER_IMAGE, job__setup_file="")["job"]), "--dry_run=True"]
+    with pytest.raises(UnsafeOptionError, match="dropped silently; drop the experiment"):
+        pipeline_options([*flags, *experiments])  # the options run_job builds the Dataflow job from
+    options = pipeline_options([*flags, "--experiments=data_buffer_time_limit_ms=0"]).get_all_options()
+    assert options["runner"] == "DataflowRunner" and options["dry_run"]
+
+
+def submit_script(*args) -> subprocess.CompletedProcess:
+    """scripts/submit_dataflow.sh with `args`, against the emulator's environment."""
+    return subprocess.run(
+        ["bash", str(REPO / "scripts" / "submit_dataflow.sh"), *map(str, args)],
         env={**os.environ, **ENV, "PYTHON": sys.executable},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+def test_submit_script_refuses_an_experiment_that_drops_records(tmp_path):
+    out = tmp_path / "out"
+    source = small_input(tmp_path / "in", per_class=1)
+    result = submit_script(
+        "--set", f"job.experiments=[{TIMED_FLUSH}]", "--input", source, "--output", out, "--dry_run=True"
+    )
+    assert result.returncode == 2, result.stderr
+    assert "job.experiments: refusing the Beam experiment data_buffer_time_limit_ms=1000" in result.stderr
+    assert not out.exists()
+
+
+def test_submit_script_builds_the_job_from_the_settings_file(tmp_path):
+    out = tmp_path / "out"
+    settings = ["--set", "job.setup_file=", "--set", f"job.sdk_container_image={WORKER_IMAGE}"]
+    result = submit_script(*settings, "--input", small_input(tmp_path / "in"), "--output", out, "--dry_run=True")
     assert result.returncode == 0, result.stderr
     assert "not run" in result.stdout and not out.exists()
 
@@ -269,7 +316,9 @@ def test_classic_template_staged_on_gcs_describes_steps_image_packaging_and_opti
     assert options["setup_file"] == str(src / "setup.py") and options["sdk_container_image"] == WORKER_IMAGE
     assert "transforms.gzip_codec.IsalGzip" in options["beam_plugins"]  # workers switch GZIP to ISA-L at start
     assert not gcs_emulator.list_uris(f"gs://{gcs_bucket}/tfrecords/")  # staged, not run
-    assert _publication(proto) == FolderPublication(f"gs://{gcs_bucket}/tfrecords")  # the job writes the manifest
+    publication = _publication(proto)  # the job writes the manifest
+    assert isinstance(publication, FolderPublication) and publication.output == f"gs://{gcs_bucket}/tfrecords"
+    assert publication.unattended, "nobody waits for a template's job: a rejected run must fail it"
 
     # The package the workers install: the sdist built from setup.py, staged as workflow.tar.gz.
     [package] = [p for p in pool["packages"] if p["name"] == "workflow.tar.gz"]
@@ -378,6 +427,7 @@ def test_refresh_launched_as_a_template_stages_a_job_that_moves_latest_itself(gc
     _, proto = stage_template(gcs_emulator, gcs_bucket, argv, "refresh1")
     publication = _publication(proto)
     assert isinstance(publication, VersionPublication) and (publication.root, publication.keep) == (root, 3)
+    assert publication.unattended
     assert not gcs_emulator.list_uris(root + "/")  # nothing written before the job runs
 
     # Publish a version for real (local runner), then launch again with the input unchanged: the

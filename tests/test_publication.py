@@ -4,6 +4,7 @@ good dataset, whatever instant it is killed at; one run at a time per output."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -20,7 +21,9 @@ import pytest
 
 import pipeline.build
 from pipeline.cli import main
+from pipeline.folder_store import FolderPublication
 from pipeline.lease import LEASE_NAME, Holder
+from pipeline.publish import RunRejectedError
 from pipeline.readback import CountShardRecords, ShardCount
 from tests.dataset_reader import load_manifest, load_rejected, read_split
 
@@ -280,3 +283,28 @@ def test_on_gcs_a_failed_run_leaves_nothing_behind(gcs_emulator, gcs_bucket, tmp
     gcs_emulator.upload_bytes(f"{out}/notes.txt", b"the user's own file")
     assert main(convert_argv(photos(tmp_path / "src", 2), out)) == 1
     assert gcs_emulator.list_uris(out + "/") == [f"{out}/notes.txt"]
+
+
+@pytest.mark.parametrize("command", [[], ["refresh"]])
+def test_an_option_that_loses_records_is_refused_before_any_work(tmp_path, caplog, command):
+    out = tmp_path / "out"
+    argv = [*command, *convert_argv(photos(tmp_path / "src", 1), out), "--experiments=data_buffer_time_limit_ms=1000"]
+    assert main(argv) == 2
+    assert "data_buffer_time_limit_ms=1000" in caplog.text and not out.exists()
+
+
+def test_an_unattended_job_fails_when_its_run_is_rejected(old_dataset, tmp_path):
+    """A template's job has no launcher to report a rejection: it fails, so alerting sees it."""
+    out, _ = old_dataset
+    rejected = dataclasses.replace(load_manifest(out), rejected=("the shards hold 1 record too few",), run="r2")
+    for unattended in (False, True):
+        folder = tmp_path / str(unattended)
+        shutil.copytree(out, folder)
+        (folder / "manifest.json").unlink()
+        publication = FolderPublication(str(folder), "r2", unattended=unattended)
+        if unattended:
+            with pytest.raises(RunRejectedError, match="1 record too few"):
+                publication.publish(rejected)
+        else:
+            publication.publish(rejected)
+        assert load_rejected(folder).rejected == rejected.rejected and not list(folder.glob("*.tfrecord.gz"))

@@ -61,6 +61,19 @@ def check_batch_size(manifest: Manifest, split: str, global_batch_size: int) -> 
     return records // global_batch_size
 
 
+def assign_files(lengths: Sequence[int], num_pipelines: int) -> list[list[int]]:
+    """File indexes per input pipeline, balanced by the records each file holds (the manifest's
+    shard_lengths): largest first onto the pipeline with the fewest records, ties to the lowest
+    index, so every host computes the same assignment. Each list is in file order."""
+    loads = [0] * num_pipelines
+    assigned: list[list[int]] = [[] for _ in range(num_pipelines)]
+    for index in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        target = min(range(num_pipelines), key=lambda p: (loads[p], len(assigned[p]), p))
+        assigned[target].append(index)
+        loads[target] += lengths[index]
+    return [sorted(files) for files in assigned]
+
+
 def record_dataset(
     paths: Sequence[str],
     *,
@@ -69,17 +82,22 @@ def record_dataset(
     seed: int | None = None,
     repeat: bool | None = None,
     shuffle_buffer: int = 0,
+    lengths: Sequence[int] = (),
 ) -> tf.data.Dataset:
     """Serialized Examples of the given shards, this input pipeline's share of them: files
     shuffled and read interleaved in a non-deterministic order when training, then records
     shuffled in a buffer of `shuffle_buffer`; read round-robin in a fixed order otherwise.
-    Training data repeats (unless `repeat=False`)."""
+    Training data repeats (unless `repeat=False`). `lengths`: the records of each file (the
+    manifest's shard_lengths), to give every pipeline a near-equal share of records."""
     num_pipelines, pipeline_id, _ = _num_pipelines(input_context)
     paths = list(paths)
     files = tf.data.Dataset.from_tensor_slices(paths)
     shard_records = False
     if num_pipelines > 1:
-        if len(paths) >= num_pipelines:
+        if len(paths) >= num_pipelines and len(lengths) == len(paths):
+            mine = [paths[i] for i in assign_files(lengths, num_pipelines)[pipeline_id]]
+            files = tf.data.Dataset.from_tensor_slices(mine)
+        elif len(paths) >= num_pipelines:
             # Before shuffling, so every pipeline gets a disjoint, fixed subset of the files.
             files = files.shard(num_pipelines, pipeline_id)
         else:
@@ -91,7 +109,7 @@ def record_dataset(
                 num_pipelines,
             )
             shard_records = True
-    n_files = len(paths) if shard_records or num_pipelines == 1 else len(range(pipeline_id, len(paths), num_pipelines))
+    n_files = int(files.cardinality())
     # Sharding records needs the same record order in every pipeline: no file shuffle, fixed order.
     deterministic = not training or shard_records
     if training and not shard_records:
@@ -183,6 +201,7 @@ def image_dataset(
         seed=seed,
         repeat=repeat,
         shuffle_buffer=min(shuffle_buffer, manifest.splits[split].records),
+        lengths=() if paths else manifest.splits[split].shard_lengths,
     )
 
     def parse(serialized):
@@ -270,6 +289,7 @@ def tabular_dataset(
         seed=seed,
         repeat=repeat,
         shuffle_buffer=min(shuffle_buffer, manifest.splits[split].records),
+        lengths=manifest.splits[split].shard_lengths,
     )
 
     def parse(serialized):

@@ -23,6 +23,7 @@ from pipeline.lease import Lease, LeaseHeldError
 from pipeline.output import OutputExistsError, prepare_output
 from pipeline.planning import PlanError, make_plan
 from pipeline.report import run_summary
+from pipeline.runners import UnsafeOptionError, refuse_unsafe_options
 
 _LOG = logging.getLogger("pipeline")
 
@@ -39,12 +40,14 @@ def main(argv: list[str]) -> int:
     args, beam_args = parser().parse_known_args(argv)
     run = new_version()
     try:
+        refuse_unsafe_options(beam_args)
         config = load_config(args.config, config_overrides(args))
         plan = make_plan(config)
         lease = Lease(plan.output, run)
         # A job only built or staged here runs later, without this process to hold a lease.
-        took_over = None if stages_only(PipelineOptions(beam_args)) else lease.acquire()
-    except (ConfigError, PlanError, LeaseHeldError) as e:
+        unattended = stages_only(PipelineOptions(beam_args))
+        took_over = None if unattended else lease.acquire()
+    except (ConfigError, PlanError, LeaseHeldError, UnsafeOptionError) as e:
         _LOG.error("%s", e)
         return 2
     with lease:
@@ -55,7 +58,7 @@ def main(argv: list[str]) -> int:
             return 2
         if lease.held:
             lease.keep_renewed()
-        return _convert(plan, config, beam_args, FolderPublication(plan.output, run, staged))
+        return _convert(plan, config, beam_args, FolderPublication(plan.output, run, staged, unattended))
 
 
 def _convert(plan, config, beam_args, publication: FolderPublication) -> int:

@@ -39,7 +39,7 @@ from pipeline.job import RunFailedError, run_job, stages_only
 from pipeline.lease import Lease, LeaseHeldError
 from pipeline.planning import Plan, PlanError, make_plan
 from pipeline.report import run_summary
-from pipeline.runners import make_pipeline, pipeline_options
+from pipeline.runners import UnsafeOptionError, make_pipeline, pipeline_options, refuse_unsafe_options
 from pipeline.version_store import VersionPublication, latest_version, remove_unfinished_versions
 from transforms.outcomes import counter
 
@@ -126,19 +126,21 @@ def _run(
 def main(argv: list[str]) -> int:
     args, beam_args = parser().parse_known_args(argv)
     try:
+        refuse_unsafe_options(beam_args)
         if args.keep is not None and args.keep < 1:
             raise ConfigError("--keep must be at least 1")
         config = load_config(args.config, config_overrides(args))
         if not config.output:
             raise ConfigError("refresh needs --output ROOT (the folder that holds the versions and LATEST)")
         root = storage.absolute(config.output).rstrip("/")
-        publication = VersionPublication(root, new_version(), args.keep)
+        unattended = stages_only(PipelineOptions(beam_args))  # the job runs later, without this process
+        publication = VersionPublication(root, new_version(), args.keep, unattended)
         config = dataclasses.replace(config, output=publication.folder, overwrite=False)
         plan = make_plan(config)
         lease = Lease(root, publication.version)
-        if not stages_only(PipelineOptions(beam_args)):  # a staged job runs later, without this process
+        if not unattended:
             lease.acquire()
-    except (ConfigError, PlanError, LeaseHeldError) as e:
+    except (ConfigError, PlanError, LeaseHeldError, UnsafeOptionError) as e:
         _LOG.error("%s", e)
         return 2
     with lease:

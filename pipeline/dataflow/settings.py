@@ -87,7 +87,8 @@ def _check_keys(path: str | os.PathLike, settings: Mapping[str, Mapping[str, Any
 
 
 def _check_job(job: dict[str, Any]) -> None:
-    """Integers made integers, setup_file made absolute, labels a mapping (in place)."""
+    """Integers made integers, setup_file made absolute, labels a mapping, experiments a list and
+    none that pipeline.runners refuses (in place)."""
     for key in _INTEGER_KEYS & set(job):
         if job[key] not in ("", None):
             try:
@@ -99,6 +100,24 @@ def _check_job(job: dict[str, Any]) -> None:
         job["setup_file"] = str(REPO_ROOT / setup_file)
     if not isinstance(job.get("labels") or {}, Mapping):
         raise SettingsError("job.labels must be a mapping of label: value")
+    if isinstance(job.get("experiments"), str) and job["experiments"]:  # `--set job.experiments=a,b`
+        job["experiments"] = [job["experiments"]]  # one item, not one per character
+    if job.get("experiments"):
+        _check_experiments(job["experiments"])
+
+
+def _check_experiments(experiments: list[Any]) -> None:
+    """job.experiments reach the workers' SDK harness three ways: Beam's --experiments (submit),
+    gcloud's --additional-experiments (Flex Template run) and the launch request's
+    additionalExperiments (scheduled refresh). So the experiments pipeline.runners refuses are
+    refused here, before any of them is rendered."""
+    # Imported here only, when there are experiments: pipeline.runners loads Beam, which settings do not need.
+    from pipeline.runners import UnsafeOptionError, check_experiments
+
+    try:
+        check_experiments(experiments)
+    except UnsafeOptionError as e:
+        raise SettingsError(f"job.experiments: {e}") from e
 
 
 def load_settings(

@@ -1,6 +1,7 @@
 """The runner a job gets (pipeline.runners): local runs get the lean BundleBasedDirectRunner, or
 the parallel FnApiRunner when --direct_num_workers asks for several workers, with a warning when the
-input will not fit in memory; other runners pass through."""
+input will not fit in memory; other runners pass through. On every runner, the experiment that
+starts Beam 2.77's racy timed flush thread (data_buffer_time_limit_ms above 0) is refused."""
 
 import functools
 import logging
@@ -10,10 +11,20 @@ import subprocess
 import sys
 
 import pytest
-from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+from apache_beam.options.pipeline_options import DebugOptions, DirectOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipeline.runners import LEAN, PARALLEL, available_memory, estimated_peak, make_pipeline, pipeline_options
+from pipeline.runners import (
+    LEAN,
+    PARALLEL,
+    UnsafeOptionError,
+    available_memory,
+    check_experiments,
+    estimated_peak,
+    make_pipeline,
+    pipeline_options,
+    refuse_unsafe_options,
+)
 
 
 def runner_of(beam_args, input_bytes=0):
@@ -57,6 +68,83 @@ def test_explicit_runners_pass_through():
     chosen = pipeline_options(["--runner", "FnApiRunner", "--direct_running_mode", "multi_processing"])
     assert chosen.view_as(DirectOptions).direct_running_mode == "multi_processing"
     assert runner_of(["--runner", "DataflowRunner"], 10**15) == "DataflowRunner"
+
+
+RUNNERS = {
+    "default": [],
+    "parallel": ["--direct_num_workers", "2"],
+    "DirectRunner": ["--runner", "DirectRunner"],
+    "multi_processing": ["--runner", "FnApiRunner", "--direct_running_mode", "multi_processing"],
+    "Dataflow": ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
+}
+TIMED_FLUSH = {
+    "space": ["--experiments", "data_buffer_time_limit_ms=1000"],
+    "equals": ["--experiments=data_buffer_time_limit_ms=1"],
+    "singular flag": ["--experiment=data_buffer_time_limit_ms=50"],
+    "in a comma list": ["--experiments=use_runner_v2,data_buffer_time_limit_ms=5"],
+    # One item to Beam's parser, but gcloud splits on every comma: refused all the same.
+    "after a key=k=v": ["--experiments=master_key=k1=v1,data_buffer_time_limit_ms=5"],
+    "repeated flags": ["--experiments=use_runner_v2", "--experiments", "data_buffer_time_limit_ms=5"],
+    "a later 0 does not undo it": [
+        "--experiments=data_buffer_time_limit_ms=5",
+        "--experiments=data_buffer_time_limit_ms=0",
+    ],
+    "not an integer": ["--experiments=data_buffer_time_limit_ms=1s"],
+}
+
+
+@pytest.mark.parametrize("runner", RUNNERS.values(), ids=RUNNERS.keys())
+@pytest.mark.parametrize("experiments", TIMED_FLUSH.values(), ids=TIMED_FLUSH.keys())
+def test_a_timed_flush_is_refused_on_every_runner_before_anything_else(runner, experiments, caplog):
+    with caplog.at_level(logging.DEBUG, logger="pipeline"):
+        with pytest.raises(UnsafeOptionError, match="dropped silently; drop the experiment"):
+            pipeline_options([*runner, *experiments], input_bytes=10**15)
+    assert not caplog.records  # refused before the runner is chosen or memory estimated
+    with pytest.raises(
+        UnsafeOptionError, match=r"data_buffer_time_limit_ms=.*\(TimeBasedBufferingClosableOutputStream"
+    ):
+        refuse_unsafe_options([*runner, *experiments])
+    assert issubclass(UnsafeOptionError, ValueError)
+
+
+@pytest.mark.parametrize(
+    "flags, experiments",
+    [
+        (["--experiments=data_buffer_time_limit_ms=0"], ["data_buffer_time_limit_ms=0"]),
+        (
+            ["--experiments", "use_runner_v2,data_buffer_time_limit_ms=-1"],
+            ["use_runner_v2", "data_buffer_time_limit_ms=-1"],
+        ),
+        (["--experiments=data_buffer_time_limit_ms"], ["data_buffer_time_limit_ms"]),  # no value, so no limit
+        (
+            ["--experiments=use_runner_v2", "--experiments=max_data_buffer_time_limit_ms=5,data_buffer_time_limit=5"],
+            ["use_runner_v2", "max_data_buffer_time_limit_ms=5", "data_buffer_time_limit=5"],
+        ),
+        ([], None),
+    ],
+)
+def test_no_timed_flush_and_other_experiments_pass_through_untouched(flags, experiments):
+    for runner in RUNNERS.values():
+        refuse_unsafe_options([*runner, *flags])
+        assert pipeline_options([*runner, *flags]).view_as(DebugOptions).experiments == experiments
+
+
+@pytest.mark.parametrize(
+    "experiments, refused",
+    [
+        (["data_buffer_time_limit_ms=1000"], True),
+        (["a,data_buffer_time_limit_ms=7"], True),  # one settings item, split as gcloud splits it
+        ([" data_buffer_time_limit_ms = 7"], True),
+        (["a", "data_buffer_time_limit_ms=0"], False),
+        (["use_runner_v2", "enable_prime"], False),
+    ],
+)
+def test_experiment_lists_are_checked_item_by_item(experiments, refused):
+    if refused:
+        with pytest.raises(UnsafeOptionError, match="only data_buffer_time_limit_ms=0 is allowed"):
+            check_experiments(experiments)
+    else:
+        check_experiments(experiments)
 
 
 def test_the_parallel_runner_pages_grouped_values_through_state():
