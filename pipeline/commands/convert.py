@@ -4,6 +4,10 @@ folder of class folders, a CSV of image URIs, or tabular CSV files into a datase
 Our flags (pipeline.flags) are parsed here; every other flag (`--runner`, `--project`,
 `--temp_location`, `--direct_num_workers`, ...) goes to Beam's PipelineOptions
 (pipeline.runners: which runner a local run gets).
+
+The run holds DEST's lease (pipeline.lease), prepares DEST (pipeline.output), and publishes
+through a FolderPublication (pipeline.folder_store: in place, or staged beside a committed
+dataset); exit 1 when the job fails or its run is rejected, 2 when nothing ran.
 """
 
 from __future__ import annotations
