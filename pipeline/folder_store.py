@@ -23,7 +23,7 @@ import logging
 from pipeline import storage
 from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, TEMPORARY_SUFFIX, is_dataset_file, join
 from pipeline.contract.manifest import Manifest, ManifestError, SplitInfo, read_rejected_manifest
-from pipeline.lease import LEASE_NAME
+from pipeline.lease import LEASE_NAME, lease_problems
 from pipeline.publish import write_manifest, write_rejection
 
 _LOG = logging.getLogger(__name__)
@@ -110,6 +110,9 @@ class FolderPublication:
         return join(self.output, STAGING_PREFIX + self.run) if self.staged else self.output
 
     def publish(self, manifest: Manifest) -> None:
+        if not self.unattended:
+            lost = lease_problems(self.output, self.run)
+            manifest = dataclasses.replace(manifest, rejected=(*manifest.rejected, *lost))
         if manifest.rejected:
             write_rejection(self.folder, manifest, fail_job=self.unattended)
             return

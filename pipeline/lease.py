@@ -140,6 +140,17 @@ class Lease:
         return Holder.this_process(self.run, _now(), self.seconds)
 
 
+def lease_problems(folder: str, run: str) -> list[str]:
+    """Why run `run` may not commit into `folder`: it no longer holds the folder's lease (a stalled
+    run whose lease expired and was taken over). Empty when it holds it."""
+    current = storage.read_with_token(join(folder, LEASE_NAME))
+    holder = Holder.from_bytes(current[0]) if current else None
+    if holder is not None and holder.run == run:
+        return []
+    who = holder.describe() if holder else "nobody"
+    return [f"run {run} no longer holds {join(folder, LEASE_NAME)} ({who} does): another run may be writing here"]
+
+
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
 

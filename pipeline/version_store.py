@@ -20,6 +20,7 @@ from pipeline import storage
 from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join
 from pipeline.contract.manifest import Manifest
 from pipeline.contract.versions import LATEST_NAME, is_version, read_pointer, version_time
+from pipeline.lease import lease_problems
 from pipeline.publish import write_manifest, write_rejection
 from transforms.outcomes import counter
 
@@ -99,6 +100,9 @@ class VersionPublication:
         return self.version
 
     def publish(self, manifest: Manifest) -> None:
+        if not self.unattended:
+            lost = lease_problems(self.root, self.version)
+            manifest = dataclasses.replace(manifest, rejected=(*manifest.rejected, *lost))
         if manifest.rejected:
             write_rejection(self.folder, manifest, fail_job=self.unattended)
             return

@@ -16,6 +16,7 @@ from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.folder_store import FolderPublication
 from pipeline.job import RunFailedError, run_job
+from pipeline.lease import Lease
 from pipeline.planning import make_plan
 from tests import broken_images
 from tests.dataset_reader import load_manifest, load_rejected, read_dead_letters, read_split
@@ -188,11 +189,18 @@ def test_a_source_the_job_did_not_account_for_fails_the_run(messy_folder, tmp_pa
     plan = make_plan(config)
     shutil.copy(SAMPLE / "images/square/0002.jpg", source / "square" / "late_arrival.jpg")
     with pytest.raises(RunFailedError) as failed:
-        run_job(plan, config, [], FolderPublication(plan.output, "run1"))
+        run_leased(plan, config)
     [problem] = failed.value.reasons()
     assert f"accounted for {plan.listing.sources + 1} sources but {plan.listing.sources} were listed" in problem
     assert not (tmp_path / "ds" / "manifest.json").exists(), "an untrusted run never writes manifest.json"
     assert load_rejected(tmp_path / "ds").rejected == (problem,)
+
+
+def run_leased(plan, config):
+    """run_job as `convert` runs it: holding the output's lease."""
+    with Lease(plan.output, "run1") as lease:
+        lease.acquire()
+        return run_job(plan, config, [], FolderPublication(plan.output, "run1"))
 
 
 def test_feature_keys_are_configurable(tmp_path):
@@ -223,7 +231,7 @@ def test_image_csv_edited_during_the_run_is_reported_not_crashed(tmp_path):
     with open(tmp_path / "labels.csv", "a") as f:
         f.write(f"HOLDOUT,{uri},circle\n")
     with pytest.raises(RunFailedError) as failed:
-        run_job(plan, config, [], FolderPublication(plan.output, "run1"))
+        run_leased(plan, config)
     [letter] = [d for d in read_dead_letters(tmp_path / "ds") if "holdout" in d["reason"]]
     assert letter["stage"] == "parse" and "planned splits" in letter["reason"]
     assert any("accounted for 20 sources but 19 were listed" in p for p in failed.value.reasons())

@@ -22,7 +22,7 @@ import pytest
 import pipeline.build
 from pipeline.cli import main
 from pipeline.folder_store import FolderPublication
-from pipeline.lease import LEASE_NAME, Holder
+from pipeline.lease import LEASE_NAME, Holder, Lease
 from pipeline.publish import RunRejectedError
 from pipeline.readback import CountShardRecords, ShardCount
 from tests.dataset_reader import load_manifest, load_rejected, read_split
@@ -285,6 +285,22 @@ def test_on_gcs_a_failed_run_leaves_nothing_behind(gcs_emulator, gcs_bucket, tmp
     assert gcs_emulator.list_uris(out + "/") == [f"{out}/notes.txt"]
 
 
+def test_a_run_that_lost_its_lease_does_not_commit(tmp_path, monkeypatch):
+    """A run stalled past its lease's expiry, taken over by another: it must not commit over it."""
+    out = tmp_path / "out"
+    count = CountShardRecords.process
+
+    def taken_over_meanwhile(self, path):
+        write_lease(out, "elsewhere", 1, 600)
+        yield from count(self, path)
+
+    monkeypatch.setattr(CountShardRecords, "process", taken_over_meanwhile)
+    assert main(convert_argv(photos(tmp_path / "src", 1), out)) == 1
+    [reason] = load_rejected(out).rejected
+    assert "no longer holds" in reason and "host elsewhere" in reason
+    assert not (out / "manifest.json").exists() and (out / LEASE_NAME).exists(), "the new holder's lease stays"
+
+
 @pytest.mark.parametrize("command", [[], ["refresh"]])
 def test_an_option_that_loses_records_is_refused_before_any_work(tmp_path, caplog, command):
     out = tmp_path / "out"
@@ -302,6 +318,7 @@ def test_an_unattended_job_fails_when_its_run_is_rejected(old_dataset, tmp_path)
         shutil.copytree(out, folder)
         (folder / "manifest.json").unlink()
         publication = FolderPublication(str(folder), "r2", unattended=unattended)
+        Lease(str(folder), "r2").acquire()
         if unattended:
             with pytest.raises(RunRejectedError, match="1 record too few"):
                 publication.publish(rejected)

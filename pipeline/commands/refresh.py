@@ -15,8 +15,9 @@ step checks the run as `publish.problems` does and then either
 A run that crashes or is interrupted never reaches that step, so LATEST never moves; on local
 failures the refresh deletes its version folder (keeping only the error report and rejected
 manifest, when there are). One refresh per ROOT at a time (ROOT/.lease: pipeline.lease); it
-deletes version folders left without any manifest by runs that died. Splits do not move between versions: a source's split is a hash of
-its path below SRC (transforms.splits), whatever else was added.
+deletes version folders left without any manifest by runs that died. Splits do not move between
+versions: a source's split is a hash of its path below SRC (transforms.splits), whatever else was
+added.
 """
 
 from __future__ import annotations
