@@ -144,7 +144,7 @@ def problems(plan: Plan, manifest: Manifest, counted: list[ShardCount], written:
     if expected is not None and manifest.counts.listed != expected:
         found.append(
             f"the job accounted for {manifest.counts.listed} sources but {expected} were listed before it ran: "
-            "the input changed during the run, or the runner lost data"
+            "the input changed during the run, or the runner lost sources before the job counted them"
         )
     if manifest.error_budget_exceeded:
         found.append(

@@ -142,6 +142,11 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
         standard.runner = _local_runner(direct.direct_num_workers if workers_given else None, input_bytes)
     if standard.runner in (PARALLEL, "DirectRunner") and not _given(beam_args, "--direct_running_mode"):
         direct.direct_running_mode = "in_memory"
+    if standard.runner in (PARALLEL, "DirectRunner") and direct.direct_running_mode == "multi_threading":
+        _LOG.warning(
+            "direct_running_mode=multi_threading: Beam 2.77's data plane drops records in this mode; "
+            "a run whose shards lose records is rejected (exit 1): in_memory is the safe mode"
+        )
     return options
 
 

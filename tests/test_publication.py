@@ -325,3 +325,41 @@ def test_an_unattended_job_fails_when_its_run_is_rejected(old_dataset, tmp_path)
         else:
             publication.publish(rejected)
         assert load_rejected(folder).rejected == rejected.rejected and not list(folder.glob("*.tfrecord.gz"))
+
+
+def test_on_gcs_a_killed_first_run_is_cleaned_up_by_the_next(gcs_emulator, gcs_bucket, tmp_path):
+    """--overwrite here: this emulator ignores ifGenerationMatch, so the next run's lease silently
+    replaces the dead one instead of taking it over (test_lease.py checks that part against a
+    server that enforces it) and the run cannot tell the dead run's shards are its kind's."""
+    source, out = photos(tmp_path / "src", 2), f"gs://{gcs_bucket}/out"
+    killed_at("pipeline.readback:CountShardRecords.process", 1, convert_argv(source, out))
+    assert f"{out}/{LEASE_NAME}" in gcs_emulator.list_uris(out + "/")
+    assert main(convert_argv(source, out, "--overwrite")) == 0
+    names = download_tree(gcs_emulator, out, tmp_path / "after")
+    whole_dataset(tmp_path / "after")
+    assert not [n for n in names if n.startswith((".staging-", "beam-temp-", LEASE_NAME))], names
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "pipeline.readback:CountShardRecords.process",  # while the job runs
+        "pipeline.version_store:VersionPublication.advance",  # committed, LATEST not yet moved
+    ],
+)
+def test_on_gcs_a_killed_refresh_leaves_latest_and_the_next_one_publishes(gcs_emulator, gcs_bucket, tmp_path, target):
+    source, root = photos(tmp_path / "src", 2), f"gs://{gcs_bucket}/root"
+    refresh = ["refresh", "--input", str(source), "--output", root]
+    assert main(refresh) == 0
+    first = gcs_emulator.read_bytes(f"{root}/LATEST").decode().strip()
+    shutil.copy(SAMPLE / "circle" / "0003.jpg", source / "circle" / "new.jpg")
+    killed_at(target, 1, refresh)
+    assert gcs_emulator.read_bytes(f"{root}/LATEST").decode().strip() == first
+    assert main(refresh) == 0
+    latest = gcs_emulator.read_bytes(f"{root}/LATEST").decode().strip()
+    download_tree(gcs_emulator, f"{root}/{latest}", tmp_path / "latest")
+    assert latest > first and whole_dataset(tmp_path / "latest").counts.written == 7
+    versions = {uri[len(root) + 1 :].split("/")[0] for uri in gcs_emulator.list_uris(root + "/")}
+    assert not any(v.startswith(".lease") for v in versions)
+    if target.endswith("CountShardRecords.process"):
+        assert versions == {first, latest, "LATEST"}, "the dead run's unfinished version is removed"

@@ -161,3 +161,11 @@ def test_malloc_arenas_are_capped_unless_the_user_chose():
     run = functools.partial(subprocess.run, [sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run(env=env).stdout.strip() == "True"
     assert run(env={**env, "MALLOC_ARENA_MAX": "8"}).stdout.strip() == "False"
+
+
+def test_multi_threading_is_warned_about(caplog):
+    pipeline_options(["--direct_num_workers", "2", "--direct_running_mode", "multi_threading"])
+    assert "drops records in this mode" in caplog.text
+    caplog.clear()
+    pipeline_options(["--direct_num_workers", "2"])
+    assert "drops records" not in caplog.text
