@@ -20,6 +20,7 @@ setuptools.setup(
         "apache-beam[gcp]==2.77.0",
         "isal>=1.7,<2",  # ISA-L gzip for Beam's GZIP writes: transforms/gzip_codec.py
         "pillow>=11,<13",
+        "pydantic>=2",  # typed settings: pipeline/config.py
         "pyyaml>=6",
     ],
     extras_require={

@@ -1,20 +1,32 @@
 """Conversion settings: defaults, overlaid by a YAML file (`--config`), overlaid by flags.
 
-Unknown YAML keys are errors, so a typo never silently falls back to a default.
+Every setting is checked by type and range when the config is loaded (pydantic models): a bad one
+is a ConfigError of one line naming the file or flag, the key (`image.read_threads`), the value and
+what is expected. Booleans must be YAML booleans (`true`/`false`, unquoted: the string "no" would be
+truthy), integers must be integers (not 2.5 or "4"), numbers must be numbers. Unknown keys are
+errors too, with the closest known key suggested, so a typo never silently falls back to a
+default. Image extensions are normalised: `jpg` and `.JPG` both mean `.jpg` (files are matched by
+their lower-cased extension).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import difflib
 import pathlib
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import pydantic
+import pydantic.dataclasses
 import yaml
+from pydantic import Field, Strict
 
 from pipeline.contract.features import DEFAULT_IMAGE_KEYS
 from pipeline.contract.manifest import KINDS
+from pipeline.flags import CONVERT_FLAGS
 from pipeline.sharding import ShardConfig
+from transforms.image_check import max_pixels_limit
 from transforms.splits import check_split_name
 from transforms.tabular import DECLARABLE_TYPES
 
@@ -32,59 +44,116 @@ class ConfigError(ValueError):
     pass
 
 
-@dataclasses.dataclass(frozen=True)
-class ImageConfig:
-    extensions: tuple[str, ...] = IMAGE_EXTENSIONS
-    max_pixels: int = 89_478_485  # Pillow's decompression-bomb threshold: ~9.5k x 9.5k
-    read_threads: int = 4  # files read and checked at once per worker thread (see transforms.images)
-    read_batch: int = 32  # sources handed to those threads at a time
-    keys: Mapping[str, str] = dataclasses.field(default_factory=lambda: dict(DEFAULT_IMAGE_KEYS))
+# Scalars as YAML writes them, never converted: a bool is not an int, "4" is not a number, 2.5 is
+# not an int (an int is a float, though: `target_shard_mib: 128`).
+Bool = Annotated[bool, Strict()]
+Int = Annotated[int, Strict()]
+Float = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+Str = Annotated[str, Strict()]
+Name = Annotated[str, Strict(), Field(min_length=1)]
+Fraction = Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False)]
+
+_SECTION = pydantic.ConfigDict(extra="forbid", frozen=True)
+_EXTENSION = re.compile(r"\.[^./\\\s*?]+")  # one suffix, as transforms.sources.extension_of finds it
 
 
-@dataclasses.dataclass(frozen=True)
-class ImageCsvConfig:
-    uri_column: str = "image_uri"
-    label_column: str = "label"
-    split_column: str = "split"
+@pydantic.dataclasses.dataclass(frozen=True, config=pydantic.ConfigDict(extra="forbid"))
+class ShardingConfig(ShardConfig):
+    """pipeline.sharding.ShardConfig (which it is), with its settings checked as the rest are."""
+
+    target_shard_mib: Annotated[Float, Field(gt=0)] = ShardConfig.target_shard_mib
+    min_shard_mib: Annotated[Float, Field(gt=0)] = ShardConfig.min_shard_mib
+    shards_per_host: Annotated[Int, Field(ge=1)] = ShardConfig.shards_per_host
+    reader_hosts: Annotated[Int, Field(ge=1)] = ShardConfig.reader_hosts
+    num_shards: Annotated[Int, Field(ge=0)] = ShardConfig.num_shards  # > 0 overrides everything
 
 
-@dataclasses.dataclass(frozen=True)
-class CsvConfig:
-    schema: Mapping[str, str] = dataclasses.field(default_factory=dict)  # column -> int64|float32|string|bool
+class ImageConfig(pydantic.BaseModel):
+    model_config = _SECTION
+
+    # matched case-insensitively; `jpg` and `.JPG` are normalised to `.jpg`
+    extensions: Annotated[tuple[Str, ...], Field(min_length=1)] = IMAGE_EXTENSIONS
+    # Pillow's decompression-bomb threshold by default: ~9.5k x 9.5k
+    max_pixels: Annotated[Int, Field(ge=1, le=max_pixels_limit())] = 89_478_485
+    # files read and checked at once per worker thread (see transforms.images)
+    read_threads: Annotated[Int, Field(ge=1)] = 4
+    read_batch: Annotated[Int, Field(ge=1)] = 32  # sources handed to those threads at a time
+    keys: dict[Str, Name] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_KEYS))
+
+    @pydantic.field_validator("extensions", mode="before")
+    @classmethod
+    def _a_list(cls, value):
+        if not isinstance(value, list | tuple):
+            raise ValueError("should be a list of extensions, e.g. [.jpg, .png]")
+        return value
+
+    @pydantic.field_validator("extensions")
+    @classmethod
+    def _normalised(cls, extensions: tuple[str, ...]) -> tuple[str, ...]:
+        normalised = []
+        for extension in extensions:
+            dotted = "." + extension.strip().lower().removeprefix(".")
+            if not _EXTENSION.fullmatch(dotted):
+                raise ValueError(f"{extension!r} is not a file extension like .jpg (one suffix, no wildcards)")
+            if dotted not in normalised:
+                normalised.append(dotted)
+        return tuple(normalised)
+
+    @pydantic.field_validator("keys")
+    @classmethod
+    def _known_roles(cls, keys: dict[str, str]) -> dict[str, str]:
+        unknown = set(keys) - set(DEFAULT_IMAGE_KEYS)
+        if unknown:
+            raise ValueError(f"unknown roles {sorted(unknown)}; roles are {sorted(DEFAULT_IMAGE_KEYS)}")
+        features = list({**DEFAULT_IMAGE_KEYS, **keys}.values())
+        if len(set(features)) < len(features):
+            shared = sorted({f for f in features if features.count(f) > 1})
+            raise ValueError(f"two roles would write the same feature key: {shared}")
+        return keys
 
 
-@dataclasses.dataclass(frozen=True)
-class Config:
-    kind: str = "images"
-    input: str = ""  # "" = the bundled sample of `kind`
-    output: str = ""  # "" = output/sample[_kind]
-    splits: Mapping[str, float] = dataclasses.field(default_factory=lambda: {"train": 0.8, "validation": 0.2})
-    sharding: ShardConfig = ShardConfig()
-    max_error_fraction: float = 0.01
-    overwrite: bool = False
+class ImageCsvConfig(pydantic.BaseModel):
+    model_config = _SECTION
+
+    uri_column: Name = "image_uri"
+    label_column: Name = "label"
+    split_column: Name = "split"
+
+
+class CsvConfig(pydantic.BaseModel):
+    model_config = _SECTION
+
+    schema_: dict[Str, Literal[DECLARABLE_TYPES]] = Field(default_factory=dict, alias="schema")  # column -> type
+
+    @property
+    def schema(self) -> dict[str, str]:
+        return self.schema_
+
+
+class Config(pydantic.BaseModel):
+    """The settings of a run. Build it with load_config (its errors are ConfigErrors)."""
+
+    model_config = _SECTION
+
+    kind: Literal[KINDS] = "images"
+    input: Str = ""  # "" = the bundled sample of `kind`
+    output: Str = ""  # "" = output/sample[_kind]
+    splits: dict[Str, Fraction] = Field(default_factory=lambda: {"train": 0.8, "validation": 0.2})
+    sharding: ShardingConfig = ShardingConfig()
+    max_error_fraction: Annotated[Float, Field(ge=0, le=1)] = 0.01
+    overwrite: Bool = False
     image: ImageConfig = ImageConfig()
     image_csv: ImageCsvConfig = ImageCsvConfig()
     csv: CsvConfig = CsvConfig()
 
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ConfigError(f"kind {self.kind!r} is not one of {KINDS}")
-        if not self.splits or any(f <= 0 for f in self.splits.values()) or abs(sum(self.splits.values()) - 1) > 1e-6:
-            raise ConfigError(f"split fractions must be positive and sum to 1, got {dict(self.splits)}")
-        for name in self.splits:
+    @pydantic.field_validator("splits")
+    @classmethod
+    def _splits(cls, splits: dict[str, float]) -> dict[str, float]:
+        if not splits or abs(sum(splits.values()) - 1) > 1e-6:
+            raise ValueError("split fractions must be positive and sum to 1")
+        for name in splits:
             check_split_name(name)
-        if not 0 <= self.max_error_fraction <= 1:
-            raise ConfigError("max_error_fraction must be between 0 and 1")
-        if self.image.read_threads < 1 or self.image.read_batch < 1:
-            raise ConfigError("image.read_threads and image.read_batch must be >= 1")
-        unknown_roles = set(self.image.keys) - set(DEFAULT_IMAGE_KEYS)
-        if unknown_roles:
-            raise ConfigError(
-                f"image.keys: unknown roles {sorted(unknown_roles)}; roles are {sorted(DEFAULT_IMAGE_KEYS)}"
-            )
-        bad_types = {c: t for c, t in self.csv.schema.items() if t not in DECLARABLE_TYPES}
-        if bad_types:
-            raise ConfigError(f"csv.schema: types must be one of {DECLARABLE_TYPES}, got {bad_types}")
+        return splits
 
     @property
     def input_uri(self) -> str:
@@ -103,30 +172,23 @@ class Config:
         return {**DEFAULT_IMAGE_KEYS, **self.image.keys}
 
 
-def _build(cls, values: Mapping[str, Any], where: str):
-    """A dataclass from a mapping, recursing into dataclass-typed fields; unknown keys are errors."""
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"{where or 'config'}: expected a mapping, got {type(values).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = set(values) - set(fields)
-    if unknown:
-        raise ConfigError(f"{where or 'config'}: unknown key(s) {sorted(unknown)}; known: {sorted(fields)}")
-    kwargs = {}
-    for name, value in values.items():
-        default = fields[name].default
-        if dataclasses.is_dataclass(default):
-            kwargs[name] = _build(type(default), value, f"{where}{name}.")
-        elif isinstance(value, list):
-            kwargs[name] = tuple(value)
-        else:
-            kwargs[name] = value
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{where or 'config'}: {e}") from e
+def _keys(cls) -> list[str]:
+    """The YAML keys of a section."""
+    return [field.alias or name for name, field in cls.__pydantic_fields__.items()]
 
 
-_SECTIONS = {f.name for f in dataclasses.fields(Config) if dataclasses.is_dataclass(f.default)}
+_SECTIONS = {
+    name: field.annotation
+    for name, field in Config.model_fields.items()
+    if isinstance(field.annotation, type) and hasattr(field.annotation, "__pydantic_fields__")
+}
+_KNOWN = {(): _keys(Config), **{(name,): _keys(cls) for name, cls in _SECTIONS.items()}}
+# Where each conversion flag lands: `--num_shards` in sharding.num_shards, the others at the top.
+_FLAG_KEYS = {
+    (("sharding", f.name) if f.name in _keys(ShardingConfig) else (f.name,)): f"--{f.name}"
+    for f in CONVERT_FLAGS
+    if f.name != "config"
+}
 
 
 def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,7 +196,7 @@ def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any
     the `splits` mapping, are replaced whole."""
     merged = dict(base)
     for key, value in override.items():
-        if key in _SECTIONS and isinstance(merged.get(key), Mapping):
+        if key in _SECTIONS and isinstance(merged.get(key), Mapping) and isinstance(value, Mapping):
             merged[key] = {**merged[key], **value}
         else:
             merged[key] = value
@@ -143,18 +205,75 @@ def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any
 
 def load_config(path: str | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
     """Config from an optional YAML file, with `overrides` (nested, e.g. from flags) on top."""
-    values: dict[str, Any] = {}
+    values: Any = {}
     if path:
         try:
             with open(path, encoding="utf-8") as f:
-                values = yaml.safe_load(f) or {}
+                values = yaml.safe_load(f)
         except OSError as e:
             raise ConfigError(f"cannot read config {path}: {e}") from e
         except yaml.YAMLError as e:
-            raise ConfigError(f"config {path} is not valid YAML: {e}") from e
-    return _build(Config, merge(values, overrides or {}), "")
+            raise ConfigError(f"config {path} is not valid YAML: {' '.join(str(e).split())}") from e
+        if values is None:
+            values = {}
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"config {path}: should be a mapping of settings, got {type(values).__name__}")
+    overrides = overrides or {}
+    try:
+        return Config.model_validate(merge(values, overrides))
+    except pydantic.ValidationError as e:
+        problems = [_describe(error, path, values, overrides) for error in e.errors()]
+        raise ConfigError("; ".join(problems)) from None
+
+
+def _given(values: Mapping[str, Any], loc: tuple) -> bool:
+    """Whether `values` (YAML or overrides) set the key at `loc`, or the value that holds it."""
+    if not loc or loc[0] not in values:
+        return False
+    section = values[loc[0]]
+    return not (loc[0] in _SECTIONS and len(loc) > 1 and isinstance(section, Mapping)) or loc[1] in section
+
+
+_SHOULD = {
+    "bool_type": "should be true or false (a YAML boolean, unquoted)",
+    "int_type": "should be an integer",
+    "float_type": "should be a number",
+    "string_type": "should be a string",
+    "dict_type": "should be a mapping",
+    "model_type": "should be a mapping",
+    "dataclass_type": "should be a mapping",
+    "finite_number": "should be a finite number",
+}
+
+
+def _describe(error: Mapping[str, Any], path: str | None, values: Mapping, overrides: Mapping) -> str:
+    """One problem, on one line: where it was set, the key, what is wrong, the value."""
+    loc = tuple(part for part in error["loc"] if part != "[key]")
+    key = ".".join(str(part) for part in loc) or "config"
+    if _given(overrides, loc):
+        flag = _FLAG_KEYS.get(loc[:2]) or _FLAG_KEYS.get(loc[:1])
+        where = f"flag {flag}" if flag else "overrides"
+        key = key if flag != f"--{key}" else ""  # the flag names it
+    elif path and _given(values, loc):
+        where = f"config {path}"
+    else:
+        where = "config"
+    if error["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        known = _KNOWN.get(loc[:-1], [])
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"{where}: {key}: unknown key; {hint}known keys here: {', '.join(known)}"
+    if error["type"] == "value_error":
+        problem = str(error["ctx"]["error"])
+    elif error["type"] == "too_short":
+        problem = f"should have at least {error['ctx']['min_length']} item(s)"
+    else:
+        problem = _SHOULD.get(error["type"]) or error["msg"].replace("Input should", "should", 1)
+    value = error["input"]
+    got = f"got {value!r}" + (" (a string)" if isinstance(value, str) else "")
+    return f"{where}: {key + ': ' if key else ''}{problem}, {got}"
 
 
 def to_dict(config: Config) -> dict[str, Any]:
-    """JSON-ready settings, for the manifest."""
-    return dataclasses.asdict(config)
+    """JSON-ready settings, for the manifest (keys as in the YAML)."""
+    return config.model_dump(by_alias=True)

@@ -12,13 +12,20 @@ import hashlib
 import logging
 import math
 
+from apache_beam.io.filesystem import FileMetadata
+
 from pipeline import storage
 from pipeline.config import Config
-from pipeline.contract.layout import join
 from pipeline.contract.manifest import Listing
 from pipeline.sharding import shard_count
 from transforms.outcomes import Source
-from transforms.sources import classify_folder_entry, parse_image_csv
+from transforms.sources import (
+    check_images_exist,
+    classify_listed,
+    list_image_folder,
+    parse_image_csv,
+    printable_path,
+)
 from transforms.tabular import read_header
 
 _LOG = logging.getLogger(__name__)
@@ -70,27 +77,33 @@ def _listing(metadata, sources: int | None) -> Listing:
 
 
 def _plan_class_folders(config: Config, root: str) -> PlannedInput:
-    metadata = storage.match(join(root, "**"))
     extensions = frozenset(config.image.extensions)
     split_bytes = {name: 0 for name in config.splits}
-    labels, sources = set(), 0
-    for m in metadata:
-        outcome = classify_folder_entry(root, m.path, extensions, config.split_fractions)
+    labels, sources, metadata, unlisted = set(), 0, [], 0
+    for entry in storage.list_below(root):
+        outcome = classify_listed(root, entry, extensions, config.split_fractions)
+        if isinstance(entry, storage.Unlisted):
+            unlisted += 1
+            _LOG.warning("cannot list %s: %s", outcome.source, entry.reason)
+            continue
+        metadata.append(FileMetadata(printable_path(entry.path), entry.size_in_bytes, entry.last_updated_in_seconds))
         if isinstance(outcome, Source):
             sources += 1
             labels.add(outcome.label)
-            split_bytes[outcome.split] += m.size_in_bytes
+            split_bytes[outcome.split] += entry.size_in_bytes
     if not sources:
         raise PlanError(
-            f"no images in class folders below {root} ({len(metadata)} file(s) listed; "
-            f"image extensions: {' '.join(config.image.extensions)})"
+            f"no images in class folders below {root} ({len(metadata)} file(s) listed"
+            + (f", {unlisted} folder(s) or link(s) that cannot be listed" if unlisted else "")
+            + f"; image extensions: {' '.join(config.image.extensions)})"
         )
-    # Every listed file is a source the job must account for (record, skip or dead letter).
+    # Every listed file, and everything that could not be listed, is a source the job must
+    # account for (record, skip or dead letter).
     return PlannedInput(
         tuple(sorted(labels)),
         (),
         split_bytes,
-        _listing(metadata, len(metadata)),
+        _listing(metadata, len(metadata) + unlisted),
         math.ceil(sources / SOURCES_PER_PERMUTE_BUCKET),
     )
 
@@ -109,15 +122,26 @@ def _plan_image_csv(config: Config, csv_uri: str) -> PlannedInput:
     if not sources:
         raise PlanError(f"no image rows in {csv_uri}")
     # Sizes come from listing each folder the CSV points into (one list call per folder, not one
-    # request per image); a missing image counts 0 here and becomes a dead letter in the job.
-    folders = sorted({storage.parent(s.uri) for s in sources})
-    listed = {m.path: m for m in storage.match(*(join(f, "*") for f in folders))}
-    split_bytes = {name: 0 for name in config.splits}
+    # request per image), as the job's check does (`check_images_exist`): an image that does not
+    # exist (or whose bucket does not exist) counts for neither bytes nor labels, and is a dead
+    # letter in the job.
+    by_folder: dict[str, list[Source]] = {}
     for s in sources:
-        split_bytes[s.split] = split_bytes.get(s.split, 0) + (listed[s.uri].size_in_bytes if s.uri in listed else 0)
-    referenced = [listed[s.uri] for s in sources if s.uri in listed]
+        by_folder.setdefault(storage.parent(s.uri), []).append(s)
+    split_bytes = {name: 0 for name in config.splits}
+    labels, referenced = set(), []
+    for folder, group in sorted(by_folder.items()):
+        listing = list_image_folder(folder)
+        listed = listing[0] or {}
+        for s in check_images_exist(folder, group, listing):
+            if isinstance(s, Source):
+                metadata = listed.get(s.uri)
+                labels.add(s.label)
+                split_bytes[s.split] = split_bytes.get(s.split, 0) + (metadata.size_in_bytes if metadata else 0)
+                if metadata:
+                    referenced.append(metadata)
     return PlannedInput(
-        tuple(sorted({s.label for s in sources})),
+        tuple(sorted(labels)),
         (),
         split_bytes,
         _listing(csv_metadata + referenced, len(outcomes)),

@@ -16,6 +16,7 @@ import io
 import os
 import tempfile
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
@@ -42,9 +43,72 @@ def basename(path: str) -> str:
     return FileSystems.split(path)[1]
 
 
+def pattern_root(pattern: str) -> str:
+    """The folder part of a file pattern before its first wildcard."""
+    head = pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
+    return head.rsplit("/", 1)[0] if "/" in head else "."
+
+
+def bucket_exists(name: str) -> bool:
+    """False only when GCS says the bucket does not exist (an account that may not look at
+    buckets gets True: the run itself then says what it cannot do)."""
+    from google.api_core.exceptions import Forbidden
+
+    try:
+        return _gcs_client(os.environ.get("STORAGE_EMULATOR_HOST")).bucket(name).exists()
+    except Forbidden:
+        return True
+
+
 def match(*patterns: str) -> list[FileMetadata]:
     """Metadata (path, size, mtime) of every file matching any of the glob patterns."""
     return [m for result in FileSystems.match(list(patterns)) for m in result.metadata_list]
+
+
+class Unlisted(NamedTuple):
+    """Something below a folder that a listing found but could not list or stat: a folder it
+    cannot read, a symbolic link to a folder (not followed), a dangling link."""
+
+    path: str  # as the OS gave it (may hold surrogate escapes on a non-UTF-8 name)
+    reason: str
+
+
+def list_below(folder: str) -> Iterator[FileMetadata | Unlisted]:
+    """Every file below `folder`, at any depth, with what could not be listed reported as
+    `Unlisted` instead of silently left out. Beam's local `match` walks with `os.walk` and no
+    error handler, so an unreadable sub-folder (and everything below it) or a dangling link
+    vanishes from its listing; gs:// has no such cases, and a failed list call raises."""
+    if is_remote(folder):
+        yield from match(folder.rstrip("/") + "/**")
+        return
+    if not os.path.isdir(folder):
+        return
+    failed: list[OSError] = []
+    for dirpath, dirnames, filenames in os.walk(folder, onerror=failed.append):
+        yield from _unlisted_folders(failed)
+        for name in dirnames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                yield Unlisted(path, "a symbolic link to a folder: not followed (link or copy the files instead)")
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                stat = os.stat(path)
+            except FileNotFoundError:
+                if os.path.islink(path):
+                    yield Unlisted(path, "a symbolic link to nothing (dangling link)")
+                continue  # deleted while listing: no longer input
+            except OSError as e:
+                yield Unlisted(path, f"cannot read its size: {type(e).__name__}: {e.strerror or e}")
+                continue
+            yield FileMetadata(path, stat.st_size, stat.st_mtime)
+    yield from _unlisted_folders(failed)
+
+
+def _unlisted_folders(failed: list[OSError]) -> Iterator[Unlisted]:
+    while failed:
+        e = failed.pop(0)
+        yield Unlisted(e.filename, f"cannot list this folder: {type(e).__name__}: {e.strerror or e}")
 
 
 def files_below(folder: str) -> list[str]:

@@ -221,17 +221,19 @@ def test_image_csv_edited_during_the_run_is_reported_not_crashed(tmp_path):
     accounting flags that the input changed."""
 
     shutil.copytree(SAMPLE / "images", tmp_path / "images")
-    rows = (SAMPLE / "images.csv").read_text().splitlines()[:20]
+    # No TEST rows: the CSV's splits are planned, and a row in another split is added later.
+    rows = [row for row in (SAMPLE / "images.csv").read_text().splitlines() if not row.startswith("TEST,")]
+    rows, later = rows[:20], rows[20]
     (tmp_path / "labels.csv").write_text("\n".join(rows) + "\n")
     config = load_config(
         None, {"kind": "image_csv", "input": str(tmp_path / "labels.csv"), "output": str(tmp_path / "ds")}
     )
     plan = make_plan(config)
-    uri = rows[1].split(",")[1]
+    _, uri, label = later.split(",")
     with open(tmp_path / "labels.csv", "a") as f:
-        f.write(f"HOLDOUT,{uri},circle\n")
+        f.write(f"TEST,{uri},{label}\n")
     with pytest.raises(RunFailedError) as failed:
         run_leased(plan, config)
-    [letter] = [d for d in read_dead_letters(tmp_path / "ds") if "holdout" in d["reason"]]
+    [letter] = [d for d in read_dead_letters(tmp_path / "ds") if "'test'" in d["reason"]]
     assert letter["stage"] == "parse" and "planned splits" in letter["reason"]
     assert any("accounted for 20 sources but 19 were listed" in p for p in failed.value.reasons())

@@ -54,6 +54,7 @@ _TF_MAX_PIXELS = (1 << 27) - 1
 # What Pillow raises on malformed data (Image.open itself treats the last four as "not this format").
 _DATA_ERRORS = (OSError, ValueError, EOFError, SyntaxError, IndexError, TypeError, KeyError, struct.error)
 _BOMB = (Image.DecompressionBombError, Image.DecompressionBombWarning)  # the warning raises under -W error
+_PILLOW_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")  # Pillow's message: "Image size (N pixels) exceeds ..."
 _REFUSED_FORMATS = {"EPS"}  # rendering it means running Ghostscript on untrusted input
 _SIGNATURES = (
     (0, b"\xff\xd8\xff", "JPEG"),
@@ -117,15 +118,28 @@ class CheckedImage:
     converted: bool  # True when data is a re-encoding
 
 
+def max_pixels_limit() -> int:
+    """The largest `max_pixels` check_image accepts: what both Pillow's bomb guard
+    (Image.MAX_IMAGE_PIXELS, which runs first) and TensorFlow allow."""
+    return min(Image.MAX_IMAGE_PIXELS or _TF_MAX_PIXELS, _TF_MAX_PIXELS)
+
+
 def check_image(data: bytes, max_pixels: int) -> CheckedImage:
     """The image a record stores for one source file's bytes, or BadImage saying why there is none.
 
-    Raises ValueError if max_pixels is above what Pillow (Image.MAX_IMAGE_PIXELS, its bomb guard,
-    which runs first) or TensorFlow accept: that is a configuration error, not a bad file.
+    Raises ValueError if max_pixels is above max_pixels_limit(): that is a configuration error,
+    not a bad file.
     """
-    limit = min(Image.MAX_IMAGE_PIXELS or _TF_MAX_PIXELS, _TF_MAX_PIXELS)
+    limit = max_pixels_limit()
     if max_pixels > limit:
         raise ValueError(f"max_pixels={max_pixels:,} is above {limit:,}, the most Pillow and TensorFlow accept")
+    try:
+        return _check(data, max_pixels)
+    except _BOMB as e:  # Pillow's own guard, which can fire before our check sees the size
+        raise BadImage("dimensions", _bomb_reason(e, max_pixels)) from e
+
+
+def _check(data: bytes, max_pixels: int) -> CheckedImage:
     if not data:
         raise BadImage("read", "empty file (0 bytes)")
     im = _open(data)
@@ -137,6 +151,16 @@ def check_image(data: bytes, max_pixels: int) -> CheckedImage:
     if channels:
         return CheckedImage(data, "jpeg" if im.format == "MPO" else im.format.lower(), height, width, channels, False)
     return _reencode(im, lossy=im.format in ("JPEG", "MPO") and _jpeg_frame(data)[0] not in _JPEG_LOSSLESS)
+
+
+def _bomb_reason(error: Exception, max_pixels: int) -> str:
+    """The dead letter's reason for Pillow's decompression-bomb error (or warning, raised under
+    -W error): the image's pixel count and the configured limit, not Pillow's own limit (which is
+    above max_pixels, so the image is over both)."""
+    found = _PILLOW_BOMB_PIXELS.search(str(error))
+    if found is None:  # another Pillow wording: still name the configured limit
+        return f"more pixels than Pillow opens ({error}); the limit is {max_pixels:,}"
+    return f"{int(found[1]):,} pixels; the limit is {max_pixels:,}"
 
 
 def _open(data: bytes) -> Image.Image:
@@ -172,10 +196,8 @@ def _pillow_errors(stage: str, what: str):
     file: a worker must not die on one file."""
     try:
         yield
-    except (BadImage, MemoryError):
+    except (BadImage, MemoryError, *_BOMB):  # bombs: check_image says what the limit is
         raise
-    except _BOMB as e:
-        raise BadImage("dimensions", str(e)) from e
     except _DATA_ERRORS as e:
         raise BadImage(stage, f"{what}: {e}" if isinstance(e, OSError) else f"{what}: {type(e).__name__}: {e}") from e
     except Exception as e:

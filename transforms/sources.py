@@ -2,6 +2,20 @@
 
 The classification functions are pure so the planner (which sizes shards before the run) and the
 pipeline (which lists again inside the job, keeping the job graph small) decide identically.
+
+Every non-blank row of an image CSV is a listed source. A row whose URI has a scheme no Beam
+filesystem here reads (http://, https://) or whose split value is unknown (not TRAIN/VALIDATION/
+TEST, UNASSIGNED/empty or a configured split) is a `parse` dead letter; an image that does not
+exist (or whose gs:// bucket does not exist) a `read` one. Rows listing the same image URI are
+grouped: identical ones (same label and split) give one record and a `duplicate` dead letter per
+later row ("duplicate row of line N"); rows that disagree give no record and a `conflict` dead
+letter each, naming the other lines. A UTF-8 BOM at the start of any CSV is dropped (`strip_bom`).
+
+A class-folder listing reports what it cannot list (an unreadable folder, a link it does not
+follow: `storage.list_below`) as one dead letter each, stage "list", and an image whose name is
+not valid UTF-8 as a dead letter naming it with its undecodable bytes escaped (backslashreplace):
+it has no text key to label, hash or record it by. Both count as listed sources, on the
+planner's side too.
 """
 
 from __future__ import annotations
@@ -9,9 +23,11 @@ from __future__ import annotations
 import csv
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 import apache_beam as beam
-from apache_beam.io import fileio
+from apache_beam.io.filesystem import FileMetadata
+from apache_beam.io.filesystems import FileSystems
 
 from pipeline import storage
 from pipeline.contract.layout import join
@@ -45,18 +61,40 @@ def relative_key(root: str, path: str) -> str:
     return path[len(root) + 1 :]
 
 
+def printable_path(path: str) -> str:
+    """The path as text that can be written anywhere: bytes of a non-UTF-8 name (which Python
+    carries as surrogate escapes) as \\xNN."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def classify_folder_entry(
     root: str, path: str, extensions: frozenset[str], fractions: Sequence[tuple[str, float]]
 ) -> Outcome:
     """A file below `root`: an image in a class folder is a Source labelled by its first
-    folder; a non-image file is skipped; an image directly in `root` cannot be labelled."""
+    folder; a non-image file is skipped; an image directly in `root` cannot be labelled; an
+    image whose path is not valid UTF-8 (possible on local disk) is a dead letter naming it
+    with the bytes escaped, since neither its label, its split hash nor `image/filename` can
+    be text."""
     key = relative_key(root, path)
-    extension = extension_of(path)
+    shown = printable_path(path)
+    extension = extension_of(shown)
     if extension not in extensions:
-        return Skipped(path, extension or "(none)")
+        return Skipped(shown, extension or "(none)")
+    if shown != path:
+        return DeadLetter(shown, "list", "file name is not valid UTF-8")
     if "/" not in key:
         return DeadLetter(path, "label", "image is directly in the input folder, not in a class sub-folder <label>/")
     return Source(path, key, key.split("/", 1)[0], assign_split(key, fractions))
+
+
+def classify_listed(
+    root: str, entry: FileMetadata | storage.Unlisted, extensions: frozenset[str], fractions
+) -> Outcome:
+    """What the listing found: a file (classify_folder_entry), or something below `root` it could
+    not list (an unreadable folder, a link it does not follow), which is a dead letter naming it."""
+    if isinstance(entry, storage.Unlisted):
+        return DeadLetter(printable_path(entry.path), "list", entry.reason)
+    return classify_folder_entry(root, entry.path, extensions, fractions)
 
 
 def resolve_uri(base_dir: str, uri: str) -> str:
@@ -66,21 +104,43 @@ def resolve_uri(base_dir: str, uri: str) -> str:
     return join(base_dir, uri)
 
 
-def parse_image_csv(
+class CsvRow(NamedTuple):
+    """A row of an image CSV that parsed: where it is (`csv:line`), its line, its Source."""
+
+    where: str
+    line: int
+    source: Source
+
+
+def uri_scheme_problem(uri: str) -> str | None:
+    """Why an image URI cannot be read here (a scheme no installed Beam filesystem handles, such as
+    http:// or https://), or None."""
+    if "://" not in uri:
+        return None
+    try:
+        FileSystems.get_filesystem(uri)
+    except ValueError:
+        return f"unsupported URI scheme {uri.split('://', 1)[0] + '://'!r} in {uri} (use gs:// or a local path)"
+    return None
+
+
+def image_csv_rows(
     lines: Iterable[str],
     csv_uri: str,
     uri_column: str,
     label_column: str,
     split_column: str,
     fractions: Sequence[tuple[str, float]],
-) -> Iterator[Outcome]:
-    """Rows of a CSV of image URIs as Sources or DeadLetters.
+) -> Iterator[CsvRow | DeadLetter]:
+    """Each non-blank row of a CSV of image URIs as a CsvRow, or a DeadLetter saying why not.
 
     With a header naming `uri_column`, columns are found by name (label required, split optional).
-    Without one, the AutoML layout is assumed: `[split,]image_uri,label`.
+    Without one, the AutoML layout is assumed: `[split,]image_uri,label`. A split value must be
+    TRAIN/VALIDATION/TEST (or their short forms), UNASSIGNED/empty (hashed), or a configured split.
     """
     base_dir = storage.parent(csv_uri)
-    reader = csv.reader(lines)
+    known_splits = set(_AUTOML_SPLITS) | {name for name, _ in fractions}
+    reader = csv.reader(strip_bom(lines))
     positions = None
     for row in reader:
         where = f"{csv_uri}:{reader.line_num}"
@@ -106,17 +166,131 @@ def parse_image_csv(
         if not uri or not label:
             yield DeadLetter(where, "parse", "empty image URI" if not uri else f"no label for {uri}")
             continue
+        problem = uri_scheme_problem(uri)
+        if problem:
+            yield DeadLetter(where, "parse", problem)
+            continue
         split_value = row[split_at].strip().lower() if split_at is not None else ""
         if split_value in _UNASSIGNED:
             split = assign_split(uri, fractions)
+        elif split_value in known_splits:
+            split = check_split_name(_AUTOML_SPLITS.get(split_value, split_value))
         else:
-            split = _AUTOML_SPLITS.get(split_value, split_value)
-            try:
-                check_split_name(split)
-            except ValueError as e:
-                yield DeadLetter(where, "parse", str(e))
-                continue
-        yield Source(resolve_uri(base_dir, uri), uri, label, split)
+            yield DeadLetter(
+                where,
+                "parse",
+                f"unknown split {row[split_at].strip()!r}: expected TRAIN, VALIDATION, TEST, UNASSIGNED or empty, "
+                f"or a configured split ({', '.join(name for name, _ in fractions)})",
+            )
+            continue
+        yield CsvRow(where, reader.line_num, Source(resolve_uri(base_dir, uri), uri, label, split))
+
+
+def strip_bom(lines: Iterable[str]) -> Iterator[str]:
+    """The lines of a text file, without a UTF-8 byte order mark at the start of the first (text
+    editors and Excel's "CSV UTF-8" write one; it is not part of the first value)."""
+    first = True
+    for line in lines:
+        yield line.removeprefix("\ufeff") if first else line
+        first = False
+
+
+def resolve_duplicates(rows: Iterable[CsvRow]) -> list[tuple[int, Outcome]]:
+    """The rows listing one image URI -> (line, outcome) for each.
+
+    Identical rows (same label, same split): the first becomes the Source, every later one a
+    `duplicate` dead letter naming the first's line. Rows that disagree on label or split: a
+    conflict, so none is converted and each is a `conflict` dead letter naming the other lines."""
+    rows = sorted(rows, key=lambda r: r.line)
+    if len({(r.source.label, r.source.split) for r in rows}) == 1:
+        first = rows[0]
+        return [(first.line, first.source)] + [
+            (r.line, DeadLetter(r.where, "duplicate", f"duplicate row of line {first.line} ({r.source.key})"))
+            for r in rows[1:]
+        ]
+    outcomes = []
+    for r in rows:
+        others = [o for o in rows if (o.source.label, o.source.split) != (r.source.label, r.source.split)]
+        named = "; ".join(f"line {o.line} (label {o.source.label!r}, split {o.source.split!r})" for o in others[:10])
+        more = f" and {len(others) - 10} more" if len(others) > 10 else ""
+        reason = (
+            f"conflict: {r.source.key} has label {r.source.label!r}, split {r.source.split!r} here but "
+            f"{named}{more}; none of its rows is converted"
+        )
+        outcomes.append((r.line, DeadLetter(r.where, "conflict", reason)))
+    return outcomes
+
+
+def parse_image_csv(
+    lines: Iterable[str],
+    csv_uri: str,
+    uri_column: str,
+    label_column: str,
+    split_column: str,
+    fractions: Sequence[tuple[str, float]],
+) -> Iterator[Outcome]:
+    """Every non-blank row of a CSV of image URIs as a Source or a DeadLetter, in line order (in
+    memory, for the planner; the job groups rows by URI instead): `image_csv_rows`, then
+    `resolve_duplicates` per image URI."""
+    by_uri: dict[str, list[CsvRow]] = {}
+    outcomes: list[tuple[int, Outcome]] = []
+    for row in image_csv_rows(lines, csv_uri, uri_column, label_column, split_column, fractions):
+        if isinstance(row, CsvRow):
+            by_uri.setdefault(row.source.uri, []).append(row)
+        else:
+            outcomes.append((int(row.source.rsplit(":", 1)[1]), row))
+    for rows in by_uri.values():
+        outcomes.extend(resolve_duplicates(rows))
+    for _, outcome in sorted(outcomes, key=lambda o: o[0]):
+        yield outcome
+
+
+def bucket_missing(uri: str) -> str | None:
+    """'bucket gs://x does not exist' when GCS says so for `uri`'s bucket, else None (other
+    schemes, or a bucket the account may not look up)."""
+    if not uri.startswith("gs://"):
+        return None
+    from apache_beam.io.gcp.gcsio import GcsIO
+
+    bucket = uri[len("gs://") :].split("/", 1)[0]
+    try:
+        found = GcsIO().get_bucket(bucket)
+    except Exception:  # forbidden, or unreachable: the read says what is wrong
+        return None
+    return None if found is not None else f"bucket gs://{bucket} does not exist"
+
+
+def list_image_folder(folder: str) -> tuple[dict[str, FileMetadata] | None, str | None]:
+    """The files directly in a folder an image CSV points into, by path (None when it cannot be
+    listed), and why every image in it is missing (its bucket does not exist), if so."""
+    try:
+        return {m.path: m for m in storage.match(join(folder, "*"))}, None
+    except Exception:
+        return None, bucket_missing(folder)
+
+
+def _exists(uri: str) -> bool:
+    try:
+        return storage.exists(uri)
+    except Exception:  # cannot tell: the read says what is wrong
+        return True
+
+
+def check_images_exist(folder: str, sources: Iterable[Source], listing=None) -> Iterator[Source | DeadLetter]:
+    """The sources of one folder as they are when they exist, else a `read` dead letter each
+    (bucket does not exist; object not found): one listing per folder, and one lookup per image
+    the listing lacks (a listing may leave out names a glob hides). When the folder cannot be
+    listed for another reason, every source passes: its read says what is wrong. `listing`: the
+    folder's `list_image_folder`, when the caller has it."""
+    listed, missing = list_image_folder(folder) if listing is None else listing
+    for source in sources:
+        if missing:
+            yield DeadLetter(source.uri, "read", missing)
+        elif listed is None or source.uri in listed or _exists(source.uri):
+            yield source
+        else:
+            what = "object" if storage.is_remote(source.uri) else "file"
+            yield DeadLetter(source.uri, "read", f"{what} not found: {source.uri}")
 
 
 class _Route(beam.DoFn):
@@ -137,24 +311,55 @@ class _Route(beam.DoFn):
             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, outcome)
 
 
-class _ClassifyFolderEntries(_Route):
-    def __init__(self, root, extensions, fractions):
+class _ListClassFolders(_Route):
+    """The folder -> every entry below it, classified (one element: the listing streams)."""
+
+    def __init__(self, extensions, fractions):
         super().__init__()
-        self._args = (root, frozenset(extensions), tuple(fractions))
+        self._args = (frozenset(extensions), tuple(fractions))
 
-    def process(self, metadata):
-        root, extensions, fractions = self._args
-        yield from self.route(classify_folder_entry(root, metadata.path, extensions, fractions))
+    def process(self, root):
+        extensions, fractions = self._args
+        for entry in storage.list_below(root):
+            yield from self.route(classify_listed(root, entry, extensions, fractions))
 
 
-class _ParseImageCsv(_Route):
-    def __init__(self, uri_column, label_column, split_column, fractions, splits):
+class _ParseImageCsvRows(_Route):
+    """A CSV of image URIs -> CsvRows (main) and dead letters (counted as listed: each row is
+    counted once, here or where its CsvRow's fate is decided)."""
+
+    def __init__(self, uri_column, label_column, split_column, fractions):
         super().__init__()
         self._args = (uri_column, label_column, split_column, tuple(fractions))
-        self._splits = frozenset(splits)
 
     def process(self, csv_uri):
-        for outcome in parse_image_csv(storage.text_lines(csv_uri), csv_uri, *self._args):
+        for row in image_csv_rows(storage.text_lines(csv_uri), csv_uri, *self._args):
+            if isinstance(row, CsvRow):
+                yield row
+            else:
+                yield from self.route(row)
+
+
+class _ResolveDuplicates(_Route):
+    """(image URI, its CsvRows) -> one Source at most, dead letters for duplicates and conflicts."""
+
+    def process(self, uri_rows):
+        _, rows = uri_rows
+        for _, outcome in resolve_duplicates(rows):
+            yield from self.route(outcome)
+
+
+class _CheckImagesExist(beam.DoFn):
+    """(folder, its Sources) -> the Sources that exist, in a planned split; the others are `read`
+    or `parse` dead letters (they were counted as listed already). `splits`: the planned ones."""
+
+    def __init__(self, splits):
+        self._splits = frozenset(splits)
+        self._errors = counter("errors")
+
+    def process(self, folder_sources):
+        folder, sources = folder_sources
+        for outcome in check_images_exist(folder, sources):
             if isinstance(outcome, Source) and outcome.split not in self._splits:
                 outcome = DeadLetter(
                     outcome.uri,
@@ -162,7 +367,27 @@ class _ParseImageCsv(_Route):
                     f"split {outcome.split!r} is not one of the planned splits "
                     f"{sorted(self._splits)} (was the CSV edited during the run?)",
                 )
-            yield from self.route(outcome)
+            if isinstance(outcome, Source):
+                yield outcome
+            else:
+                self._errors.inc()
+                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, outcome)
+
+
+class ImageCsvOutputs(NamedTuple):
+    """What ReadImageCsv gives, named as `_outputs` names a listing's outputs."""
+
+    sources: beam.PCollection
+    skipped: beam.PCollection
+    dead_letters: beam.PCollection
+
+
+def _uri_of(row: CsvRow):
+    return row.source.uri, row
+
+
+def _folder_of(source: Source):
+    return storage.parent(source.uri), source
 
 
 def _outputs(pcoll, dofn):
@@ -171,17 +396,40 @@ def _outputs(pcoll, dofn):
 
 @beam.ptransform_fn
 def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions):
-    """Every file below `root` (listed inside the job, so the graph does not grow with it)."""
-    return _outputs(
-        pbegin | "MatchFiles" >> fileio.MatchFiles(root.rstrip("/") + "/**"),
-        _ClassifyFolderEntries(root, extensions, fractions),
-    )
+    """Every file below `root` (listed inside the job, so the graph does not grow with it), and
+    a dead letter for each thing below it that cannot be listed (storage.list_below)."""
+    return _outputs(pbegin | "Root" >> beam.Create([root]), _ListClassFolders(extensions, fractions))
 
 
 @beam.ptransform_fn
 def ReadImageCsv(pbegin, csv_uri: str, uri_column: str, label_column: str, split_column: str, fractions, splits):
-    """Rows of the CSV as Sources; `splits` are the ones planned (each gets its own writer)."""
-    return _outputs(
-        pbegin | "CsvUri" >> beam.Create([csv_uri]),
-        _ParseImageCsv(uri_column, label_column, split_column, fractions, splits),
+    """Rows of the CSV as Sources; `splits` are the ones planned (each gets its own writer). Rows
+    are grouped by image URI (duplicates, conflicts), then Sources by folder (one listing each, to
+    find images that do not exist)."""
+    rows = (
+        pbegin
+        | "CsvUri" >> beam.Create([csv_uri])
+        | "ParseRows"
+        >> beam.ParDo(_ParseImageCsvRows(uri_column, label_column, split_column, fractions)).with_outputs(
+            SKIPPED, DEAD_LETTERS, main="rows"
+        )
     )
+    resolved = (
+        rows.rows
+        | "ByImageUri" >> beam.Map(_uri_of)
+        | "GroupByImageUri" >> beam.GroupByKey()
+        | "ResolveDuplicates" >> beam.ParDo(_ResolveDuplicates()).with_outputs(SKIPPED, DEAD_LETTERS, main="sources")
+    )
+    checked = (
+        resolved.sources
+        | "ByFolder" >> beam.Map(_folder_of)
+        | "GroupByFolder" >> beam.GroupByKey()
+        | "CheckImagesExist" >> beam.ParDo(_CheckImagesExist(splits)).with_outputs(DEAD_LETTERS, main="sources")
+    )
+    skipped = (rows.skipped, resolved.skipped) | "AllSkipped" >> beam.Flatten()
+    dead_letters = (
+        rows.dead_letters,
+        resolved.dead_letters,
+        checked.dead_letters,
+    ) | "AllRowDeadLetters" >> beam.Flatten()
+    return ImageCsvOutputs(checked.sources, skipped, dead_letters)

@@ -3,7 +3,12 @@
 Column types come from the configured schema or are inferred over all the data (a CombineFn, so
 it scales): int64 if every value is an integer, float32 if every value is a number, string
 otherwise; `bool` only when declared (true/false, stored as int64 1/0). An empty cell means the
-feature is absent from that record.
+feature is absent from that record. A UTF-8 BOM at the start of a file is not part of its header.
+
+A file that cannot be read to its end (a truncated or corrupt .gz, a file gone since the
+listing) fails the run, naming the file: the rows it holds past the failure are unknown, so no
+count of dead letters could weigh them against the error budget, and a run that loses an unknown
+part of its input must not pass it. A malformed row, or a file with another header, is a dead letter.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import re
+import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -19,7 +25,7 @@ import apache_beam as beam
 from pipeline import storage
 from transforms.example_proto import encode_example
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record, counter
-from transforms.sources import relative_key
+from transforms.sources import relative_key, strip_bom
 from transforms.splits import assign_split
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
@@ -74,9 +80,13 @@ def parse_value(value: str, dtype: str):
 
 
 def read_header(uri: str) -> tuple[str, ...]:
-    """The first line of a CSV file, as column names."""
+    """The first line of a CSV file, as column names (a UTF-8 BOM before it is not part of them)."""
     with storage.open_text(uri) as text:
-        return tuple(next(csv.reader(text), ()))
+        return tuple(next(csv.reader(strip_bom(text)), ()))
+
+
+class UnreadableCsvError(RuntimeError):
+    """A CSV file of the input could not be read to its end: the run must fail."""
 
 
 class ReadCsvRows(beam.DoFn):
@@ -91,13 +101,18 @@ class ReadCsvRows(beam.DoFn):
         key = relative_key(self._root, path) if path.startswith(self._root.rstrip("/") + "/") else path
         try:
             with storage.open_text(path, errors="surrogateescape") as text:
-                yield from self._rows(path, key, csv.reader(text))
-        except (OSError, EOFError, csv.Error) as e:  # unreadable file (corrupt gzip, vanished, ...)
+                yield from self._rows(path, key, csv.reader(strip_bom(text)))
+        except csv.Error as e:  # before the first row: the header cannot be parsed
             self._listed.inc()
             self._errors.inc()
-            yield beam.pvalue.TaggedOutput(
-                DEAD_LETTERS, DeadLetter(path, "read", f"cannot read: {type(e).__name__}: {e}")
-            )
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(path, "header", f"malformed header: {e}"))
+        except (OSError, EOFError, zlib.error) as e:  # truncated or corrupt gzip, vanished, ...
+            # Its rows past the failure are unknown, so no dead letter could weigh them: the run
+            # fails (module docstring). One line, naming the file: the launcher reports it.
+            raise UnreadableCsvError(
+                f"{path} cannot be read to its end ({type(e).__name__}: {e}); the rows after the "
+                "failure are unknown, so the run cannot account for them: repair or remove the file"
+            ) from e
 
     def _rows(self, path, key, reader):
         header = tuple(next(reader, ()))

@@ -34,7 +34,7 @@ def test_yaml_then_flags(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("kind: movies\n", "kind 'movies'"),
+        ("kind: movies\n", "kind: should be .*got 'movies'"),
         ("splits: {train: 0.7, validation: 0.2}\n", "sum to 1"),
         ("shardng: {num_shards: 2}\n", "unknown key"),
         ("sharding: {num_shards: -1}\n", "num_shards"),
@@ -57,7 +57,7 @@ def test_every_shipped_config_loads():
         load_config(str(path))
 
 
-@pytest.mark.parametrize("setting", [{"read_threads": 0}, {"read_batch": 0}])
-def test_image_reading_needs_a_thread_and_a_batch(setting):
-    with pytest.raises(ConfigError, match="read_threads and image.read_batch"):
-        load_config(None, {"image": setting})
+@pytest.mark.parametrize("key", ["read_threads", "read_batch"])
+def test_image_reading_needs_a_thread_and_a_batch(key):
+    with pytest.raises(ConfigError, match=f"image.{key}: should be greater than or equal to 1, got 0"):
+        load_config(None, {"image": {key: 0}})

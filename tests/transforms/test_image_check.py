@@ -195,7 +195,7 @@ BROKEN = {
     ),
     "truncated webp": (lambda: bi.image_bytes("WEBP", "RGB")[:-200], "decode", "unreadable header"),
     "truncated bmp": (lambda: bi.image_bytes("BMP", "RGB")[:-200], "decode", "bad BMP data: image file is truncated"),
-    "bomb png": (bi.bomb_png, "dimensions", "10000000000 pixels"),
+    "bomb png": (bi.bomb_png, "dimensions", "10,000,000,000 pixels; the limit is 10,000,000"),
     "tiff float": (lambda: bi.image_bytes("TIFF", "F"), "convert", "mode F has no lossless PNG form"),
     "tiff 32-bit, large values": (large_int_tiff, "convert", "outside 0..65535"),
 }
@@ -245,7 +245,26 @@ def test_pillow_bomb_warning_neither_preempts_nor_crashes():
     with warnings.catch_warnings(), pytest.raises(BadImage) as raised:
         warnings.simplefilter("error")
         check_image(data, MAX_PIXELS)
+    assert (raised.value.stage, raised.value.reason) == ("dimensions", "100,000,000 pixels; the limit is 10,000,000")
+
+
+@pytest.mark.parametrize("max_pixels", [3000, MAX_PIXELS, Image.MAX_IMAGE_PIXELS])
+def test_a_bomb_pillow_refuses_is_reported_against_the_configured_limit(max_pixels):
+    """Pillow refuses this one itself (over twice its own limit) before check_image sees its size:
+    the dead letter still gives the image's pixels and the configured image.max_pixels, not Pillow's."""
+    with pytest.raises(BadImage) as raised:
+        check_image(bi.bomb_png(), max_pixels)
     assert raised.value.stage == "dimensions"
+    assert raised.value.reason == f"10,000,000,000 pixels; the limit is {max_pixels:,}"
+    assert f"{2 * Image.MAX_IMAGE_PIXELS}" not in raised.value.reason
+
+
+def test_max_pixels_limit_is_what_check_image_accepts():
+    from transforms.image_check import max_pixels_limit
+
+    check_image(bi.image_bytes("PNG", "RGB"), max_pixels_limit())
+    with pytest.raises(ValueError, match="max_pixels"):
+        check_image(bi.image_bytes("PNG", "RGB"), max_pixels_limit() + 1)
 
 
 def test_max_pixels_above_what_pillow_allows_is_a_configuration_error():

@@ -1,0 +1,97 @@
+"""End to end: rows of an image CSV that cannot become records (unsupported URI schemes, buckets
+that do not exist, missing images, duplicates, conflicts, unknown splits, a BOM) are dead letters
+with reasons, the run's accounting adds up, and planning does not crash."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+
+from pipeline.cli import main
+from tests.dataset_reader import load_manifest, read_dead_letters, read_split
+
+SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample"
+
+
+def _images(folder: pathlib.Path) -> list[str]:
+    """Four sample images copied below `folder`, as CSV-relative URIs."""
+    names = []
+    for label in ("circle", "square"):
+        (folder / "images" / label).mkdir(parents=True)
+        for path in sorted((SAMPLE / "images" / label).iterdir())[:2]:
+            shutil.copy(path, folder / "images" / label / path.name)
+            names.append(f"images/{label}/{path.name}")
+    return names
+
+
+def _by_line(letters):
+    return {int(d["source"].rsplit(":", 1)[1]): d for d in letters if d["source"].endswith(tuple("0123456789"))}
+
+
+def test_bad_rows_of_an_image_csv_are_dead_letters(tmp_path):
+    a, b, c, d = _images(tmp_path)
+    rows = [
+        "split,image_uri,label",
+        f"TRAIN,{a},circle",  # 2: written once
+        "TRAIN,http://example.com/x.jpg,circle",  # 3: unsupported scheme
+        "TRAIN,https://example.com/y.jpg,square",  # 4: unsupported scheme
+        f"TRAIN,{a},circle",  # 5: duplicate of line 2
+        f"TRAIN,{b},circle",  # 6: conflict with 7
+        f"VALIDATION,{b},square",  # 7: conflict with 6
+        f"HOLDOUT,{c},square",  # 8: unknown split
+        f"VALIDATION,{d},square",  # 9: written
+        "TRAIN,images/square/missing.jpg,square",  # 10: file not found
+    ]
+    # A BOM before the header, as Excel's "CSV UTF-8" writes it.
+    (tmp_path / "labels.csv").write_text("\ufeff" + "\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "ds"
+    args = ["--kind", "image_csv", "--input", str(tmp_path / "labels.csv"), "--output", str(out)]
+    assert main([*args, "--max_error_fraction", "0.9"]) == 0
+
+    manifest = load_manifest(out)
+    c_ = manifest.counts
+    assert (c_.listed, c_.written, c_.skipped, c_.errors) == (9, 2, 0, 7)
+    assert manifest.errors_by_stage == {"parse": 3, "duplicate": 1, "conflict": 2, "read": 1}
+    letters = read_dead_letters(out)
+    by_line = _by_line(letters)
+    assert "unsupported URI scheme 'http://'" in by_line[3]["reason"]
+    assert "unsupported URI scheme 'https://'" in by_line[4]["reason"]
+    assert by_line[5]["stage"] == "duplicate" and "duplicate row of line 2" in by_line[5]["reason"]
+    assert by_line[6]["stage"] == "conflict" and "line 7" in by_line[6]["reason"]
+    assert by_line[7]["stage"] == "conflict" and "line 6" in by_line[7]["reason"]
+    assert "unknown split 'HOLDOUT'" in by_line[8]["reason"]
+    [missing] = [x for x in letters if x["stage"] == "read"]
+    assert missing["source"] == str(tmp_path / "images/square/missing.jpg")
+    assert missing["reason"].startswith("file not found")
+    written = {s: [r["image/filename"].decode() for r in read_split(out, s)] for s in manifest.splits}
+    assert written == {"train": [str(tmp_path / a)], "validation": [str(tmp_path / d)]}
+    assert manifest.label_map == ("circle", "square")
+
+
+def test_image_csv_rows_in_a_missing_bucket_or_object_on_gcs(gcs_emulator, gcs_bucket, tmp_path):
+    names = _images(tmp_path)
+    gcs_emulator.upload_dir(tmp_path / "images", f"gs://{gcs_bucket}/data/images")
+    rows = ["split,image_uri,label"] + [f"TRAIN,{n},{n.split('/')[1]}" for n in names]
+    rows += [
+        "TRAIN,gs://no-such-bucket-for-this-test/images/a.jpg,circle",
+        f"TRAIN,gs://{gcs_bucket}/data/images/circle/missing.jpg,circle",
+        "VALIDATION,https://example.com/z.jpg,square",
+    ]
+    gcs_emulator.upload_bytes(f"gs://{gcs_bucket}/data/labels.csv", ("\n".join(rows) + "\n").encode())
+    out = f"gs://{gcs_bucket}/out"
+    args = ["--kind", "image_csv", "--input", f"gs://{gcs_bucket}/data/labels.csv", "--output", out]
+    assert main([*args, "--max_error_fraction", "0.5"]) == 0
+
+    local = tmp_path / "dl"
+    gcs_emulator.download_to(gcs_emulator.list_uris(out + "/"), local)
+    manifest = load_manifest(local)
+    assert (manifest.counts.listed, manifest.counts.written, manifest.counts.errors) == (7, 4, 3)
+    reasons = {d["source"]: (d["stage"], d["reason"]) for d in read_dead_letters(local)}
+    assert reasons["gs://no-such-bucket-for-this-test/images/a.jpg"] == (
+        "read",
+        "bucket gs://no-such-bucket-for-this-test does not exist",
+    )
+    missing = f"gs://{gcs_bucket}/data/images/circle/missing.jpg"
+    assert reasons[missing] == ("read", f"object not found: {missing}")
+    [(stage, reason)] = [v for k, v in reasons.items() if k.endswith("labels.csv:8")]
+    assert stage == "parse" and "unsupported URI scheme 'https://'" in reason

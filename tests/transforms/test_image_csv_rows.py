@@ -1,0 +1,89 @@
+"""Rows of an image CSV that cannot become records: unsupported URI schemes, duplicates and
+conflicts, unknown splits, a BOM, images that do not exist."""
+
+from transforms.outcomes import DeadLetter, Source
+from transforms.sources import check_images_exist, parse_image_csv
+
+FRACTIONS = (("train", 0.8), ("validation", 0.2))
+
+
+def parse(lines, csv_uri="/d/labels.csv", fractions=FRACTIONS):
+    return list(parse_image_csv(lines, csv_uri, "image_uri", "label", "split", fractions))
+
+
+def lines_of(outcomes):
+    return [int(o.source.rsplit(":", 1)[1]) for o in outcomes]
+
+
+def test_http_and_https_uris_are_dead_letters_not_crashes():
+    out = parse(
+        [
+            "split,image_uri,label\n",
+            "TRAIN,http://example.com/a.jpg,cat\n",
+            "TRAIN,https://example.com/b.jpg,dog\n",
+            "TRAIN,img/c.jpg,cat\n",
+        ]
+    )
+    assert [type(o) for o in out] == [DeadLetter, DeadLetter, Source]
+    assert lines_of(out[:2]) == [2, 3]
+    assert all(o.stage == "parse" and "unsupported URI scheme" in o.reason for o in out[:2])
+    assert "'http://'" in out[0].reason and "'https://'" in out[1].reason
+
+
+def test_identical_rows_are_written_once_and_the_duplicate_reported():
+    out = parse(["TRAIN,img/a.jpg,cat\n", "TEST,img/b.jpg,dog\n", "train,img/a.jpg,cat\n", "TRAIN,img/a.jpg,cat\n"])
+    assert out[0] == Source("/d/img/a.jpg", "img/a.jpg", "cat", "train")
+    assert out[1].split == "test"
+    assert [(o.source, o.stage) for o in out[2:]] == [
+        ("/d/labels.csv:3", "duplicate"),
+        ("/d/labels.csv:4", "duplicate"),
+    ]
+    assert all("duplicate row of line 1" in o.reason for o in out[2:])
+
+
+def test_the_same_uri_with_another_label_or_split_is_a_conflict_and_never_a_record():
+    out = parse(
+        [
+            "split,image_uri,label\n",
+            "TRAIN,img/a.jpg,cat\n",  # 2
+            "TRAIN,img/a.jpg,dog\n",  # 3: another label
+            "TRAIN,img/b.jpg,cat\n",  # 4
+            "VALIDATION,img/b.jpg,cat\n",  # 5: another split
+            "TRAIN,img/c.jpg,cat\n",  # 6: fine
+        ]
+    )
+    assert [type(o) for o in out] == [DeadLetter] * 4 + [Source]
+    assert [o.stage for o in out[:4]] == ["conflict"] * 4
+    assert "line 3" in out[0].reason and "'dog'" in out[0].reason
+    assert "line 2" in out[1].reason and "'cat'" in out[1].reason
+    assert "line 5" in out[2].reason and "'validation'" in out[2].reason
+    assert "line 4" in out[3].reason
+    assert all("none of its rows is converted" in o.reason for o in out[:4])
+
+
+def test_unknown_split_values_are_dead_letters_not_new_splits():
+    lines = ["HOLDOUT,img/a.jpg,cat\n", "TEST,img/b.jpg,cat\n", "unassigned,img/c.jpg,cat\n", ",img/d.jpg,cat\n"]
+    out = parse(lines)
+    assert isinstance(out[0], DeadLetter) and out[0].stage == "parse" and "unknown split 'HOLDOUT'" in out[0].reason
+    assert [o.split for o in out[1:2]] == ["test"]
+    assert all(isinstance(o, Source) and o.split in {"train", "validation"} for o in out[2:])
+    # A configured split name is a split, whatever its case.
+    [holdout, *_] = parse(lines, fractions=(("train", 0.9), ("holdout", 0.1)))
+    assert isinstance(holdout, Source) and holdout.split == "holdout"
+
+
+def test_a_bom_before_the_header_is_not_part_of_it():
+    out = parse(["\ufeffsplit,image_uri,label\n", "TRAIN,img/a.jpg,cat\n"])
+    assert out == [Source("/d/img/a.jpg", "img/a.jpg", "cat", "train")]
+    # Headerless: the BOM is not part of the first split value either.
+    out = parse(["\ufeffTEST,img/a.jpg,cat\n"])
+    assert out == [Source("/d/img/a.jpg", "img/a.jpg", "cat", "test")]
+
+
+def test_images_that_do_not_exist_are_read_dead_letters(tmp_path):
+    (tmp_path / "a.jpg").write_bytes(b"x")
+    (tmp_path / ".hidden.jpg").write_bytes(b"x")  # a glob listing leaves it out
+    sources = [Source(str(tmp_path / name), name, "cat", "train") for name in ("a.jpg", ".hidden.jpg", "gone.jpg")]
+    out = list(check_images_exist(str(tmp_path), sources))
+    assert out[:2] == sources[:2]
+    assert out[2] == DeadLetter(str(tmp_path / "gone.jpg"), "read", f"file not found: {tmp_path / 'gone.jpg'}")

@@ -1,0 +1,125 @@
+"""Listing class folders: nothing below the input folder may vanish from the listing. What cannot
+be listed (an unreadable folder, a link not followed, a dangling link) and images whose names are
+not UTF-8 come back as dead letters, the same on the planner's side and in the job."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import tempfile
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipeline import storage
+from transforms.outcomes import DeadLetter, Skipped, Source
+from transforms.sources import ListClassFolders, classify_folder_entry, classify_listed, printable_path
+
+EXTENSIONS = frozenset({".jpg", ".png"})
+FRACTIONS = (("train", 0.8), ("validation", 0.2))
+BAD_NAME = os.fsdecode(b"bad\xff.jpg")  # what os.listdir gives for these bytes: 'bad\udcff.jpg'
+
+
+def _tree(root: pathlib.Path) -> pathlib.Path:
+    (root / "cat").mkdir(parents=True)
+    (root / "dog" / "sub").mkdir(parents=True)
+    (root / "cat" / "1.jpg").write_bytes(b"x")
+    (root / "dog" / "sub" / "2.png").write_bytes(b"yy")
+    (root / "dog" / "notes.txt").write_bytes(b"z")
+    return root
+
+
+def _outcomes(root: pathlib.Path) -> list:
+    return [classify_listed(str(root), e, EXTENSIONS, FRACTIONS) for e in storage.list_below(str(root))]
+
+
+def test_list_below_lists_every_file_like_match(tmp_path):
+    root = _tree(tmp_path / "in")
+    listed = sorted((m.path, m.size_in_bytes) for m in storage.list_below(str(root)))
+    matched = sorted((m.path, m.size_in_bytes) for m in storage.match(str(root) + "/**"))
+    assert listed == matched and len(listed) == 3
+    assert list(storage.list_below(str(tmp_path / "missing"))) == []
+
+
+def test_non_utf8_image_name_is_a_dead_letter_naming_the_file(tmp_path):
+    root = _tree(tmp_path / "in")
+    bad = os.path.join(str(root / "cat"), BAD_NAME)
+    with open(bad, "wb") as f:
+        f.write(b"x")
+    with open(os.path.join(str(root / "cat"), os.fsdecode(b"notes\xfe.txt")), "wb") as f:
+        f.write(b"x")
+    outcomes = _outcomes(root)
+    assert len(outcomes) == 5
+    letters = [o for o in outcomes if isinstance(o, DeadLetter)]
+    assert letters == [DeadLetter(str(root / "cat") + "/bad\\xff.jpg", "list", "file name is not valid UTF-8")]
+    assert Skipped(str(root / "cat") + "/notes\\xfe.txt", ".txt") in outcomes
+    for o in outcomes:  # every outcome can be written as UTF-8 text
+        (o.uri if isinstance(o, Source) else o.source).encode("utf-8")
+    assert printable_path("/d/ok/é.jpg") == "/d/ok/é.jpg"
+    assert classify_folder_entry("/d", "/d/cat/é.jpg", EXTENSIONS, FRACTIONS).label == "cat"
+
+
+def test_links_that_are_not_followed_are_dead_letters(tmp_path):
+    root = _tree(tmp_path / "in")
+    elsewhere = _tree(tmp_path / "elsewhere")
+    os.symlink(elsewhere / "cat", root / "linked_class")
+    os.symlink(tmp_path / "nothing.jpg", root / "cat" / "dangling.jpg")
+    os.symlink(elsewhere / "cat" / "1.jpg", root / "cat" / "linked.jpg")  # a link to a file is read
+    letters = {o.source: o.reason for o in _outcomes(root) if isinstance(o, DeadLetter)}
+    assert letters == {
+        str(root / "linked_class"): "a symbolic link to a folder: not followed (link or copy the files instead)",
+        str(root / "cat" / "dangling.jpg"): "a symbolic link to nothing (dangling link)",
+    }
+    assert str(root / "cat" / "linked.jpg") in {o.uri for o in _outcomes(root) if isinstance(o, Source)}
+
+
+def _reads_despite_permissions() -> bool:
+    """True where chmod 000 does not stop this process listing a folder (root, with
+    CAP_DAC_READ_SEARCH): probed, not guessed from the uid."""
+    probe = tempfile.mkdtemp()
+    try:
+        os.chmod(probe, 0)
+        os.listdir(probe)
+        return True
+    except PermissionError:
+        return False
+    finally:
+        os.chmod(probe, 0o700)
+        os.rmdir(probe)
+
+
+@pytest.mark.skipif(
+    _reads_despite_permissions(),
+    reason="this process reads folders whatever their mode (root), so chmod 000 cannot make one unreadable; "
+    "tests/test_end_to_end_bad_listing.py covers it in a subprocess without the capability",
+)
+def test_unreadable_folder_is_a_dead_letter(tmp_path):
+    root = _tree(tmp_path / "in")
+    (root / "dog" / "sub").chmod(0)
+    try:
+        outcomes = _outcomes(root)
+    finally:
+        (root / "dog" / "sub").chmod(0o755)
+    letters = [o for o in outcomes if isinstance(o, DeadLetter)]
+    assert [(o.source, o.stage) for o in letters] == [(str(root / "dog" / "sub"), "list")]
+    assert "PermissionError" in letters[0].reason
+
+
+def test_the_job_lists_what_the_planner_lists(tmp_path):
+    root = _tree(tmp_path / "in")
+    with open(os.path.join(str(root / "dog"), BAD_NAME), "wb") as f:
+        f.write(b"x")
+    os.symlink(tmp_path / "nothing", root / "cat" / "dangling.jpg")
+    (tmp_path / "other").mkdir()
+    os.symlink(tmp_path / "other", root / "linked")
+    expected = _outcomes(root)
+    assert len(expected) == 6
+    with TestPipeline() as p:
+        listed = p | ListClassFolders(str(root), EXTENSIONS, FRACTIONS)
+        assert_that(
+            (listed.sources, listed.skipped, listed.dead_letters) | beam.Flatten(), equal_to(expected), label="All"
+        )
+    shutil.rmtree(root)
