@@ -7,6 +7,7 @@ import dataclasses
 import apache_beam as beam
 from apache_beam.io import fileio
 
+from pipeline import storage
 from pipeline.config import Config, to_dict
 from pipeline.planning import Plan
 from pipeline.publish import Publication, PublishManifest, RunSettings
@@ -60,7 +61,7 @@ def _tabular_records(p, plan: Plan, config: Config) -> Outcomes:
         | "MatchCsvFiles" >> fileio.MatchFiles(plan.input)
         | "SpreadFiles" >> beam.Reshuffle()
         | "ReadCsvRows"
-        >> beam.ParDo(ReadCsvRows(_pattern_root(plan.input), plan.columns, config.split_fractions)).with_outputs(
+        >> beam.ParDo(ReadCsvRows(storage.pattern_root(plan.input), plan.columns, config.split_fractions)).with_outputs(
             DEAD_LETTERS, main="rows"
         )
     )
@@ -75,12 +76,6 @@ def _tabular_records(p, plan: Plan, config: Config) -> Outcomes:
     )
     skipped = p | "NothingSkipped" >> beam.Create([])
     return Outcomes(encoded.records, skipped, [rows.dead_letters, encoded.dead_letters], schema)
-
-
-def _pattern_root(pattern: str) -> str:
-    """The folder part of a file pattern before its first wildcard: CSV row keys are relative to it."""
-    head = pattern.split("*", 1)[0].split("?", 1)[0]
-    return head.rsplit("/", 1)[0]
 
 
 def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Publication) -> None:

@@ -1,5 +1,9 @@
 """Command line: `python -m pipeline [convert flags]`, `python -m pipeline refresh ...` and
 `python -m pipeline inspect DEST ...` (pipeline.commands). Sets up logging and dispatches.
+
+Without `--debug` (accepted anywhere on the line) every log record is one line, tracebacks
+included (Beam logs a failing bundle's traceback at each retry), and an unexpected error ends
+the command with one line and exit 3 (pipeline.job's exit codes); with it, everything in full.
 """
 
 from __future__ import annotations
@@ -8,22 +12,51 @@ import importlib
 import logging
 import sys
 
+from pipeline.job import EXIT_FAILED
 from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas
 
 # Sub-commands named by the first argument; anything else is the conversion's flags.
 SUBCOMMANDS = ("refresh", "inspect")
 
 
-def _set_up_logging() -> None:
+DEBUG_FLAG = "--debug"
+_LOG = logging.getLogger("pipeline")
+
+
+class OneLine(logging.Filter):
+    """Keeps the first line of a record and drops its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        first = message.splitlines()[0] if message else message
+        if record.exc_info or first != message:
+            record.msg, record.args = f"{first} ({DEBUG_FLAG} for details)", ()
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def _set_up_logging(debug: bool) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     logging.getLogger(HideInMemoryWorkersWarning.LOGGER).addFilter(HideInMemoryWorkersWarning())
+    if not debug:
+        for handler in logging.getLogger().handlers:
+            if not any(isinstance(f, OneLine) for f in handler.filters):
+                handler.addFilter(OneLine())
 
 
 def main(argv: list[str] | None = None) -> int:
     limit_malloc_arenas()
-    _set_up_logging()
     argv = sys.argv[1:] if argv is None else argv
+    debug = DEBUG_FLAG in argv
+    argv = [arg for arg in argv if arg != DEBUG_FLAG]
+    _set_up_logging(debug)
     command, args = (argv[0], argv[1:]) if argv and argv[0] in SUBCOMMANDS else ("convert", argv)
-    # Imported on demand: inspect imports TensorFlow, which a conversion never needs.
-    return importlib.import_module(f"pipeline.commands.{command}").main(args)
+    try:
+        # Imported on demand: inspect imports TensorFlow, which a conversion never needs.
+        return importlib.import_module(f"pipeline.commands.{command}").main(args)
+    except Exception as e:
+        if debug:
+            raise
+        _LOG.error("%s: %s", type(e).__name__, str(e).strip() or "(no message)")
+        return EXIT_FAILED

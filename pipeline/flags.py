@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -77,11 +78,30 @@ def make_parser(prog: str, description: str, flags: Iterable[Flag]) -> argparse.
     parser = argparse.ArgumentParser(
         prog=prog,
         description=description,
-        epilog="Unrecognised flags are passed to Apache Beam (e.g. --runner DataflowRunner).",
+        epilog="Other flags must be Apache Beam options (e.g. --runner DataflowRunner); anything else is refused.",
     )
     for flag in flags:
         flag.add_to(parser)
     return parser
+
+
+def parse_command_line(
+    parser: argparse.ArgumentParser, flags: Iterable[Flag], argv: list[str]
+) -> tuple[argparse.Namespace, list[str]]:
+    """Our flags, and the rest for Beam. An argument that neither defines (a typo such as
+    `--ouput`, which Beam would only warn about) ends the command with exit 2 and the closest
+    known flags."""
+    from pipeline.runners import beam_flag_names, unknown_beam_args  # Beam: only for commands that run a job
+
+    args, rest = parser.parse_known_args(argv)
+    unknown = unknown_beam_args(rest)
+    if unknown:
+        name = unknown[0].split("=", 1)[0]
+        ours = [f"--{flag.name}" for flag in flags]
+        close = difflib.get_close_matches(name, ours + beam_flag_names(), n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        parser.error(f"unrecognized argument {unknown[0]} (neither a flag of ours nor a Beam option){hint}")
+    return args, rest
 
 
 def config_overrides(args: argparse.Namespace) -> dict:

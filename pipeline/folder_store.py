@@ -50,18 +50,17 @@ def leftovers(output: str, committed: Manifest | None, keep: frozenset[str] = fr
     Files nobody but a run writes there; other files in the folder are never touched. Folders are
     returned whole unless the manifest names something inside (a crash between commit steps)."""
     named = (referenced(committed) if committed else set()) | set(keep)
-    found = set()
+    found = []
     prefix = output.rstrip("/") + "/"
-    for path in storage.files_below(output):
-        relative = path[len(prefix) :]
-        top, _, rest = relative.partition("/")
-        if relative in named:
-            continue
-        if rest and top.startswith((STAGING_PREFIX, BEAM_TEMPORARY_PREFIX)):
-            inside = any(n.startswith(top + "/") for n in named)
-            found.add(path if inside else join(output, top))
-        elif not rest and _written_by_runs(top):
-            found.add(path)
+    for top in storage.children(output):  # empty local folders too
+        if top.startswith((STAGING_PREFIX, BEAM_TEMPORARY_PREFIX)):
+            if any(n.startswith(top + "/") for n in named):
+                inside = storage.files_below(join(output, top))
+                found += [p for p in inside if p[len(prefix) :] not in named]
+            else:
+                found.append(join(output, top))
+        elif top not in named and _written_by_runs(top):
+            found.append(join(output, top))
     return sorted(found)
 
 

@@ -17,6 +17,11 @@ from pipeline.runners import make_pipeline, pipeline_options
 
 _LOG = logging.getLogger(__name__)
 
+# Exit codes of the commands that run a job: 0 committed (or nothing to do); 1 finished but
+# rejected (manifest.rejected.json says why); 2 refused before any work; 3 failed while running
+# (the job crashed; what it wrote is removed, nothing is published).
+EXIT_REJECTED, EXIT_REFUSED, EXIT_FAILED = 1, 2, 3
+
 
 class RunFailedError(RuntimeError):
     """The job failed or its run was rejected; `rejected`: the rejected manifest, when the job got

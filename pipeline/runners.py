@@ -34,6 +34,7 @@ records than it produced.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import logging
 import os
@@ -127,6 +128,36 @@ def refuse_unsafe_options(beam_args: list[str]) -> None:
     """UnsafeOptionError when the Beam flags would make the job lose records (check_experiments);
     commands call it before they touch any data."""
     check_experiments(PipelineOptions(beam_args).view_as(DebugOptions).experiments or [])
+
+
+class _Captured(Exception):
+    pass
+
+
+def beam_parser() -> argparse.ArgumentParser:
+    """The argument parser Beam builds from every PipelineOptions class it knows (taken from
+    get_all_options through its add_extra_args_fn hook, before it parses anything)."""
+    captured = []
+
+    def capture(parser):
+        captured.append(parser)
+        raise _Captured
+
+    try:
+        PipelineOptions([]).get_all_options(add_extra_args_fn=capture)
+    except _Captured:
+        pass
+    return captured[0]
+
+
+def unknown_beam_args(beam_args: list[str]) -> list[str]:
+    """The arguments no Beam option defines (Beam itself only warns about them and goes on)."""
+    _, unknown = beam_parser().parse_known_args(beam_args)
+    return unknown
+
+
+def beam_flag_names() -> list[str]:
+    return [name for action in beam_parser()._actions for name in action.option_strings if name.startswith("--")]
 
 
 def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOptions:

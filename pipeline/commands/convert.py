@@ -7,7 +7,7 @@ Our flags (pipeline.flags) are parsed here; every other flag (`--runner`, `--pro
 
 The run holds DEST's lease (pipeline.lease), prepares DEST (pipeline.output), and publishes
 through a FolderPublication (pipeline.folder_store: in place, or staged beside a committed
-dataset); exit 1 when the job fails or its run is rejected, 2 when nothing ran.
+dataset); exit codes: pipeline.job.
 """
 
 from __future__ import annotations
@@ -18,15 +18,17 @@ import time
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipeline import storage
 from pipeline.config import ConfigError, load_config
 from pipeline.contract.versions import new_version
-from pipeline.flags import CONVERT_FLAGS, config_overrides, make_parser
+from pipeline.flags import CONVERT_FLAGS, config_overrides, make_parser, parse_command_line
 from pipeline.folder_store import FolderPublication
-from pipeline.job import RunFailedError, run_job, stages_only
+from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.lease import Lease, LeaseHeldError
 from pipeline.output import OutputExistsError, prepare_output
 from pipeline.planning import PlanError, make_plan
-from pipeline.report import run_summary
+from pipeline.preflight import PreflightError, check_input, check_output, take_lease
+from pipeline.report import rejected_summary, run_summary
 from pipeline.runners import UnsafeOptionError, refuse_unsafe_options
 
 _LOG = logging.getLogger("pipeline")
@@ -41,25 +43,28 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args, beam_args = parser().parse_known_args(argv)
+    args, beam_args = parse_command_line(parser(), CONVERT_FLAGS, argv)
     run = new_version()
     try:
         refuse_unsafe_options(beam_args)
         config = load_config(args.config, config_overrides(args))
-        plan = make_plan(config)
-        lease = Lease(plan.output, run)
+        source, output = storage.absolute(config.input_uri), storage.absolute(config.output_uri)
+        check_input(config.kind, source)
+        check_output(config.kind, source, output)
+        lease = Lease(output, run)
         # A job only built or staged here runs later, without this process to hold a lease.
         unattended = stages_only(PipelineOptions(beam_args))
-        took_over = None if unattended else lease.acquire()
-    except (ConfigError, PlanError, LeaseHeldError, UnsafeOptionError) as e:
+        took_over = None if unattended else take_lease(lease)
+    except (ConfigError, LeaseHeldError, UnsafeOptionError, PreflightError) as e:
         _LOG.error("%s", e)
-        return 2
+        return EXIT_REFUSED
     with lease:
         try:
+            plan = make_plan(config)
             staged = prepare_output(plan.output, config.overwrite, took_over)
-        except OutputExistsError as e:
+        except (PlanError, OutputExistsError) as e:
             _LOG.error("%s", e)
-            return 2
+            return EXIT_REFUSED
         if lease.held:
             lease.keep_renewed()
         return _convert(plan, config, beam_args, FolderPublication(plan.output, run, staged, unattended))
@@ -72,11 +77,11 @@ def _convert(plan, config, beam_args, publication: FolderPublication) -> int:
         manifest = run_job(plan, config, beam_args, publication)
     except RunFailedError as e:
         if e.rejected:
-            print(run_summary(e.rejected, publication.folder, time.monotonic() - started))
+            print(rejected_summary(publication.folder, e.rejected))
         for reason in e.reasons():
             _LOG.error("%s", reason)
         _LOG.error("run %s not published; %s", publication.run, _what_readers_see(publication))
-        return 1
+        return EXIT_REJECTED if e.rejected else EXIT_FAILED
     if manifest is None:
         print(f"Job built/staged, not run (--dry_run or --template_location); it will write {plan.output}")
         return 0

@@ -23,7 +23,6 @@ added.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import time
@@ -36,10 +35,11 @@ from pipeline.config import Config, ConfigError, load_config, to_dict
 from pipeline.contract.layout import join
 from pipeline.contract.manifest import ManifestError, read_manifest
 from pipeline.contract.versions import LatestPointerError, new_version
-from pipeline.flags import REFRESH_FLAGS, config_overrides, make_parser
-from pipeline.job import RunFailedError, run_job, stages_only
+from pipeline.flags import REFRESH_FLAGS, config_overrides, make_parser, parse_command_line
+from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.lease import Lease, LeaseHeldError
 from pipeline.planning import Plan, PlanError, make_plan
+from pipeline.preflight import PreflightError, check_input, check_output, take_lease
 from pipeline.report import run_summary
 from pipeline.runners import UnsafeOptionError, make_pipeline, pipeline_options, refuse_unsafe_options
 from pipeline.version_store import VersionPublication, latest_version, remove_unfinished_versions
@@ -107,7 +107,7 @@ def _run(
         for reason in e.reasons():
             _LOG.error("%s", reason)
         _LOG.error("refresh failed; %s/LATEST still names %s", root, previous or "nothing")
-        return 1
+        return EXIT_REJECTED if e.rejected else EXIT_FAILED
     if manifest is None:
         print(
             f"Refresh job staged: it converts into {plan.output} and, if the run passes its checks, "
@@ -126,7 +126,7 @@ def _run(
 
 
 def main(argv: list[str]) -> int:
-    args, beam_args = parser().parse_known_args(argv)
+    args, beam_args = parse_command_line(parser(), REFRESH_FLAGS, argv)
     try:
         refuse_unsafe_options(beam_args)
         if args.keep is not None and args.keep < 1:
@@ -135,24 +135,27 @@ def main(argv: list[str]) -> int:
         if not config.output:
             raise ConfigError("refresh needs --output ROOT (the folder that holds the versions and LATEST)")
         root = storage.absolute(config.output).rstrip("/")
+        source = storage.absolute(config.input_uri)
+        check_input(config.kind, source)
+        check_output(config.kind, source, root)
         unattended = stages_only(PipelineOptions(beam_args))  # the job runs later, without this process
         publication = VersionPublication(root, new_version(), args.keep, unattended)
-        config = dataclasses.replace(config, output=publication.folder, overwrite=False)
-        plan = make_plan(config)
         lease = Lease(root, publication.version)
         if not unattended:
-            lease.acquire()
-    except (ConfigError, PlanError, LeaseHeldError, UnsafeOptionError) as e:
+            take_lease(lease)
+    except (ConfigError, LeaseHeldError, UnsafeOptionError, PreflightError) as e:
         _LOG.error("%s", e)
-        return 2
+        return EXIT_REFUSED
     with lease:
-        return _refresh(beam_args, config, plan, publication, lease)
+        return _refresh(beam_args, config, publication, lease)
 
 
-def _refresh(beam_args: list[str], config: Config, plan: Plan, publication: VersionPublication, lease: Lease) -> int:
-    """Under the root's lease: skip unchanged input, remove dead runs' versions, convert."""
+def _refresh(beam_args: list[str], config: Config, publication: VersionPublication, lease: Lease) -> int:
+    """Under the root's lease: plan, skip unchanged input, remove dead runs' versions, convert."""
     root = publication.root
     try:
+        config = config.model_copy(update={"output": publication.folder, "overwrite": False})
+        plan = make_plan(config)
         previous = latest_version(root)
         message = unchanged_since(root, previous, plan, config) if previous else None
         if message:
@@ -161,9 +164,9 @@ def _refresh(beam_args: list[str], config: Config, plan: Plan, publication: Vers
                 _stage_unchanged_job(beam_args, message)
             return 0
         remove_unfinished_versions(root)
-    except LatestPointerError as e:
+    except (PlanError, LatestPointerError) as e:
         _LOG.error("%s", e)
-        return 2
+        return EXIT_REFUSED
     if lease.held:
         lease.keep_renewed()
     _LOG.info(

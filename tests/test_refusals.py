@@ -1,0 +1,107 @@
+"""Refusals before any work (exit 2, one line naming the path and the reason), unknown flags, and
+exit codes that mean what the README says: 1 rejected, 2 refused, 3 failed while running; no
+traceback unless --debug."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+
+import pytest
+
+import pipeline.commands.convert
+from pipeline.cli import main
+from pipeline.readback import CountShardRecords
+
+SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample"
+
+
+@pytest.fixture
+def photos(tmp_path):
+    root = tmp_path / "photos"
+    for label in ("circle", "square"):
+        (root / label).mkdir(parents=True)
+        for path in sorted((SAMPLE / "images" / label).iterdir())[:2]:
+            shutil.copy(path, root / label / path.name)
+    return root
+
+
+def refused(caplog, argv) -> str:
+    """The one error line of a command that must exit 2 before any work."""
+    assert main([str(a) for a in argv]) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "\n" not in errors[0], errors
+    assert not any("planned" in r.getMessage() for r in caplog.records), "nothing may be read first"
+    return errors[0]
+
+
+def test_a_mistyped_flag_is_refused_with_a_suggestion(photos, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--input", str(photos), "--ouput", str(tmp_path / "out"), "--overwrite"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "unrecognized argument --ouput" in err and "did you mean --output" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_suggestion_names_the_closest_flag(photos, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["refresh", "--input", str(photos), "--output", str(tmp_path / "root"), "--kep", "3"])
+    err = capsys.readouterr().err
+    assert "unrecognized argument --kep" in err and "did you mean --keep" in err
+
+
+@pytest.mark.parametrize(
+    "kind, make_input, reason",
+    [
+        ("images", lambda p, t: t / "nothing", "does not exist"),
+        ("images", lambda p, t: next((p / "circle").iterdir()), "is a file, expected a folder of class folders"),
+        ("image_csv", lambda p, t: p, "is a folder, expected a CSV file"),
+        ("csv", lambda p, t: f"{t}/missing/*.csv", "does not exist"),
+    ],
+)
+def test_an_input_that_is_not_there_or_not_its_kind_is_refused(photos, tmp_path, caplog, kind, make_input, reason):
+    source = make_input(photos, tmp_path)
+    line = refused(caplog, ["--kind", kind, "--input", source, "--output", tmp_path / "out"])
+    assert reason in line and str(source).split("*")[0].rstrip("/") in line
+
+
+def test_an_output_inside_the_input_is_refused(photos, caplog):
+    line = refused(caplog, ["--input", photos, "--output", photos / "tfrecords"])
+    assert "inside the input" in line and not (photos / "tfrecords").exists()
+
+
+def test_an_output_that_cannot_be_written_is_refused(photos, tmp_path, caplog):
+    (tmp_path / "a_file").write_text("not a folder")
+    line = refused(caplog, ["--input", photos, "--output", tmp_path / "a_file" / "out"])
+    assert line.startswith("cannot write to the output") and "a_file" in line
+
+
+def test_a_missing_bucket_is_refused(gcs_emulator, gcs_bucket, photos, caplog):
+    line = refused(caplog, ["--input", photos, "--output", "gs://no-such-bucket-4242/out"])
+    assert "bucket gs://no-such-bucket-4242 does not exist" in line
+    caplog.clear()
+    line = refused(caplog, ["--input", "gs://no-such-bucket-4242/in", "--output", f"gs://{gcs_bucket}/out"])
+    assert "bucket gs://no-such-bucket-4242 does not exist" in line
+
+
+def test_a_job_that_fails_while_running_exits_3_in_one_line(photos, tmp_path, caplog, monkeypatch):
+    def fail(self, path):
+        raise OSError(f"disk gone while reading {path}")
+
+    monkeypatch.setattr(CountShardRecords, "process", fail)
+    assert main(["--input", str(photos), "--output", str(tmp_path / "out")]) == 3
+    assert "disk gone while reading" in caplog.text and "Traceback" not in caplog.text
+    assert all("\n" not in r.getMessage() for r in caplog.records)
+
+
+def test_an_unexpected_error_is_one_line_unless_debug(photos, tmp_path, caplog, monkeypatch):
+    def boom(config):
+        raise RuntimeError("planner exploded\nwith a second line")
+
+    monkeypatch.setattr(pipeline.commands.convert, "make_plan", boom)
+    argv = ["--input", str(photos), "--output", str(tmp_path / "out")]
+    assert main(argv) == 3
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert line.startswith("RuntimeError: planner exploded") and "Traceback" not in caplog.text
+    with pytest.raises(RuntimeError, match="planner exploded"):
+        main([*argv, "--debug"])
