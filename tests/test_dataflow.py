@@ -195,6 +195,8 @@ def test_the_command_line_prints_settings_and_reports_bad_ones(capsys, monkeypat
     launch_body_argv = ["launch-body", "--spec", "gs://b/t.json", "--job-name", "j"]
     assert dataflow_command.main([*launch_body_argv, "--param", "inputs=x"]) == 2
     assert "not parameters of the refresh template" in capsys.readouterr().err
+    assert dataflow_command.main([*launch_body_argv, "--param", "keep"]) == 2
+    assert "--param takes NAME=VALUE, got 'keep'" in capsys.readouterr().err
     assert dataflow_command.main([*launch_body_argv, "--param", "keep=2"]) == 0
     launch = json.loads(capsys.readouterr().out)["launchParameter"]
     assert launch["parameters"]["keep"] == "2" and launch["parameters"]["kind"] == "images"

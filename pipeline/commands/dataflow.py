@@ -65,6 +65,9 @@ def _print(args: argparse.Namespace) -> None:
         if not args.spec or not args.job_name:
             raise SettingsError("launch-body needs --spec and --job-name")
         parameters = dict(settings["refresh"].get("parameters") or {})
+        malformed = [assignment for assignment in args.param if "=" not in assignment]
+        if malformed:
+            raise SettingsError(f"--param takes NAME=VALUE, got {malformed[0]!r}")
         parameters.update(dict(assignment.split("=", 1) for assignment in args.param))
         print(json.dumps(launch_body(settings, args.spec, args.job_name, parameters), indent=2))
 
