@@ -8,7 +8,8 @@ feature is absent from that record. A UTF-8 BOM at the start of a file is not pa
 A file that cannot be read to its end (a truncated or corrupt .gz, a file gone since the
 listing) fails the run, naming the file: the rows it holds past the failure are unknown, so no
 count of dead letters could weigh them against the error budget, and a run that loses an unknown
-part of its input must not pass it. A malformed row, or a file with another header, is a dead letter.
+part of its input must not pass it. A malformed row is a dead letter, and so is each row of a file
+with another header.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ class UnreadableCsvError(RuntimeError):
 
 
 class ReadCsvRows(beam.DoFn):
-    """A CSV file -> Rows; a file whose header differs is one dead letter, a malformed row another."""
+    """A CSV file -> Rows; a malformed row is a dead letter, and so is every row of a file whose
+    header differs (its rows weigh in the error budget as rows; a file with none is one)."""
 
     def __init__(self, root: str, columns: Sequence[str], fractions):
         self._root, self._columns, self._fractions = root, tuple(columns), tuple(fractions)
@@ -117,12 +119,7 @@ class ReadCsvRows(beam.DoFn):
     def _rows(self, path, key, reader):
         header = tuple(next(reader, ()))
         if header != self._columns:
-            self._listed.inc()
-            self._errors.inc()
-            yield beam.pvalue.TaggedOutput(
-                DEAD_LETTERS,
-                DeadLetter(path, "header", f"header {list(header)} differs from the dataset's {list(self._columns)}"),
-            )
+            yield from self._other_header(path, header, reader)
             return
         while True:
             try:
@@ -146,6 +143,24 @@ class ReadCsvRows(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(where, "parse", problem))
                 continue
             yield Row(where, assign_split(f"{key}:{reader.line_num}", self._fractions), tuple(row))
+
+    def _other_header(self, path, header, reader):
+        """Every row of a file with another header is a dead letter: they are not records."""
+        reason = f"the file's header {list(header)} differs from the dataset's {list(self._columns)}"
+        lines = []
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error:
+                row = ["malformed"]
+            if row:
+                lines.append(reader.line_num)
+        for where in [f"{path}:{line}" for line in lines] or [path]:
+            self._listed.inc()
+            self._errors.inc()
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(where, "header", reason))
 
 
 def _row_problem(row, width):
