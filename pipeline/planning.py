@@ -7,10 +7,12 @@ files); both sides classify with the same pure functions in `transforms.sources`
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import hashlib
 import logging
 import math
+import zlib
 
 from apache_beam.io.filesystem import FileMetadata
 
@@ -153,7 +155,10 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     metadata = sorted(storage.match(pattern), key=lambda m: m.path)
     if not metadata:
         raise PlanError(f"no CSV files match {pattern}")
-    columns = read_header(metadata[0].path)
+    try:
+        columns = read_header(metadata[0].path)
+    except (OSError, EOFError, zlib.error, csv.Error, UnicodeDecodeError) as e:
+        raise PlanError(f"{metadata[0].path}: cannot read its header, which names the dataset's columns: {e}") from e
     if not columns:
         raise PlanError(f"{metadata[0].path} has no header line")
     undeclared = set(config.csv.schema) - set(columns)

@@ -105,3 +105,14 @@ def test_an_unexpected_error_is_one_line_unless_debug(photos, tmp_path, caplog, 
     assert line.startswith("RuntimeError: planner exploded") and "Traceback" not in caplog.text
     with pytest.raises(RuntimeError, match="planner exploded"):
         main([*argv, "--debug"])
+
+
+def test_a_first_csv_whose_header_cannot_be_read_is_refused(tmp_path, caplog):
+    import gzip
+
+    (tmp_path / "in").mkdir()
+    data = gzip.compress(b"id,x\n1,2\n" * 1000)
+    (tmp_path / "in" / "a.csv.gz").write_bytes(data[:12])  # cut inside the GZIP header's stream
+    assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv.gz"), "--output", str(tmp_path / "out")]) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "a.csv.gz: cannot read its header" in line
