@@ -49,6 +49,15 @@ def pattern_root(pattern: str) -> str:
     return head.rsplit("/", 1)[0] if "/" in head else "."
 
 
+def has_filesystem(uri: str) -> bool:
+    """Whether an installed Beam filesystem reads `uri`'s scheme (local paths: always)."""
+    try:
+        FileSystems.get_filesystem(uri)
+    except ValueError:
+        return False
+    return True
+
+
 def bucket_exists(name: str) -> bool:
     """False only when GCS says the bucket does not exist (an account that may not look at
     buckets gets True: the run itself then says what it cannot do)."""

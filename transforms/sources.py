@@ -27,7 +27,6 @@ from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
-from apache_beam.io.filesystems import FileSystems
 
 from pipeline import storage
 from pipeline.contract.layout import join
@@ -115,13 +114,9 @@ class CsvRow(NamedTuple):
 def uri_scheme_problem(uri: str) -> str | None:
     """Why an image URI cannot be read here (a scheme no installed Beam filesystem handles, such as
     http:// or https://), or None."""
-    if "://" not in uri:
+    if "://" not in uri or storage.has_filesystem(uri):
         return None
-    try:
-        FileSystems.get_filesystem(uri)
-    except ValueError:
-        return f"unsupported URI scheme {uri.split('://', 1)[0] + '://'!r} in {uri} (use gs:// or a local path)"
-    return None
+    return f"unsupported URI scheme {uri.split('://', 1)[0] + '://'!r} in {uri} (use gs:// or a local path)"
 
 
 def image_csv_rows(
@@ -250,14 +245,12 @@ def bucket_missing(uri: str) -> str | None:
     schemes, or a bucket the account may not look up)."""
     if not uri.startswith("gs://"):
         return None
-    from apache_beam.io.gcp.gcsio import GcsIO
-
     bucket = uri[len("gs://") :].split("/", 1)[0]
     try:
-        found = GcsIO().get_bucket(bucket)
-    except Exception:  # forbidden, or unreachable: the read says what is wrong
+        found = storage.bucket_exists(bucket)
+    except Exception:  # unreachable: the read says what is wrong
         return None
-    return None if found is not None else f"bucket gs://{bucket} does not exist"
+    return None if found else f"bucket gs://{bucket} does not exist"
 
 
 def list_image_folder(folder: str) -> tuple[dict[str, FileMetadata] | None, str | None]:
