@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+from collections.abc import Callable
 
 from pipeline.job import EXIT_FAILED
 from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas
@@ -45,18 +46,26 @@ def _set_up_logging(debug: bool) -> None:
                 handler.addFilter(OneLine())
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
+    """What every entry point shares: logging, `--debug`, and one line (exit 3) for an error the
+    command did not expect."""
     limit_malloc_arenas()
-    argv = sys.argv[1:] if argv is None else argv
     debug = DEBUG_FLAG in argv
-    argv = [arg for arg in argv if arg != DEBUG_FLAG]
     _set_up_logging(debug)
-    command, args = (argv[0], argv[1:]) if argv and argv[0] in SUBCOMMANDS else ("convert", argv)
     try:
-        # Imported on demand: inspect imports TensorFlow, which a conversion never needs.
-        return importlib.import_module(f"pipeline.commands.{command}").main(args)
+        return command_main([arg for arg in argv if arg != DEBUG_FLAG])
     except Exception as e:
         if debug:
             raise
         _LOG.error("%s: %s", type(e).__name__, str(e).strip() or "(no message)")
         return EXIT_FAILED
+
+
+def _dispatch(argv: list[str]) -> int:
+    command, args = (argv[0], argv[1:]) if argv and argv[0] in SUBCOMMANDS else ("convert", argv)
+    # Imported on demand: inspect imports TensorFlow, which a conversion never needs.
+    return importlib.import_module(f"pipeline.commands.{command}").main(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(_dispatch, sys.argv[1:] if argv is None else argv)

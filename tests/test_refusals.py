@@ -116,3 +116,16 @@ def test_a_first_csv_whose_header_cannot_be_read_is_refused(tmp_path, caplog):
     assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv.gz"), "--output", str(tmp_path / "out")]) == 2
     [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert "a.csv.gz: cannot read its header" in line
+
+
+def test_every_entry_point_ends_an_unexpected_error_in_one_line(caplog):
+    """`python -m pipeline.dataflow` goes through the same `run` as `python -m pipeline`."""
+    from pipeline.cli import run
+
+    def crash(argv):
+        raise KeyError(f"settings lost {argv}")
+
+    assert run(crash, ["get"]) == 3
+    assert "KeyError: \"settings lost ['get']\"" in caplog.text and "Traceback" not in caplog.text
+    with pytest.raises(KeyError):
+        run(crash, ["get", "--debug"])

@@ -2,6 +2,7 @@
 
 import sys
 
+from pipeline.cli import run
 from pipeline.commands.dataflow import main
 
-sys.exit(main(sys.argv[1:]))
+sys.exit(run(main, sys.argv[1:]))
