@@ -32,8 +32,15 @@ WebP       Still: 3 channels, or 4 with alpha. Animated WebP corrupts TF 2.21's 
            aborts), so it is re-encoded.
 Others     TIFF, JPEG 2000, ICO, PPM, TGA, AVIF, ...: unknown to TF, re-encoded.
 
-Re-encoding keeps what the source has: lossy JPEGs become RGB (or grey) JPEG at quality 95; all
-else becomes PNG, keeping grey, alpha, palettes and 16-bit depth.
+Re-encoding keeps what the source has: lossy JPEGs become RGB (or grey) JPEG (quality 95 unless
+configured); all else becomes PNG, keeping grey, alpha, palettes and 16-bit depth.
+
+`Encoding.jpeg_only`, for readers that decode nothing but JPEG (`tf.image.decode_and_crop_jpeg` in
+the TPU reference ResNet): JPEGs TF decodes are still stored byte for byte (grey ones included,
+since those readers decode with channels=3), and every other source becomes an RGB JPEG, as
+tensorflow/tpu's imagenet_to_gcs.py does for its PNG and CMYK files. Transparency is composited
+on white (what a viewer shows; transparent pixels often hide black or junk) or dropped (what
+imagenet_to_gcs.py's decode_png(channels=3) does).
 """
 
 from __future__ import annotations
@@ -95,6 +102,8 @@ _PNG_MODES = {
     "I": "I;16",
 }
 _PNG_MODE_CHANNELS = {"1": 1, "L": 1, "I;16": 1, "LA": 2, "RGB": 3, "RGBA": 4}  # P: 3, or 4 with tRNS
+_DEEP_GREY = {"I", "I;16", "I;16L", "I;16B", "I;16N"}  # 16/32-bit grey: scaled to 8 bits for JPEG
+ALPHA_MODES = ("composite", "drop")  # what jpeg_only does with transparency (Encoding.alpha)
 
 
 class BadImage(Exception):
@@ -118,13 +127,28 @@ class CheckedImage:
     converted: bool  # True when data is a re-encoding
 
 
+@dataclasses.dataclass(frozen=True)
+class Encoding:
+    """How images that are not stored byte for byte are encoded (config `image.*`)."""
+
+    jpeg_only: bool = False  # every source that is not a JPEG TF decodes becomes an RGB JPEG
+    jpeg_quality: int = 95  # of every JPEG written here
+    alpha: str = "composite"  # jpeg_only: transparency composited on white, or dropped
+
+    def __post_init__(self):
+        if not 1 <= self.jpeg_quality <= 100:
+            raise ValueError(f"jpeg_quality={self.jpeg_quality} is not in 1..100")
+        if self.alpha not in ALPHA_MODES:
+            raise ValueError(f"alpha={self.alpha!r} is not one of {ALPHA_MODES}")
+
+
 def max_pixels_limit() -> int:
     """The largest `max_pixels` check_image accepts: what both Pillow's bomb guard
     (Image.MAX_IMAGE_PIXELS, which runs first) and TensorFlow allow."""
     return min(Image.MAX_IMAGE_PIXELS or _TF_MAX_PIXELS, _TF_MAX_PIXELS)
 
 
-def check_image(data: bytes, max_pixels: int) -> CheckedImage:
+def check_image(data: bytes, max_pixels: int, encoding: Encoding = Encoding()) -> CheckedImage:
     """The image a record stores for one source file's bytes, or BadImage saying why there is none.
 
     Raises ValueError if max_pixels is above max_pixels_limit(): that is a configuration error,
@@ -134,12 +158,12 @@ def check_image(data: bytes, max_pixels: int) -> CheckedImage:
     if max_pixels > limit:
         raise ValueError(f"max_pixels={max_pixels:,} is above {limit:,}, the most Pillow and TensorFlow accept")
     try:
-        return _check(data, max_pixels)
+        return _check(data, max_pixels, encoding)
     except _BOMB as e:  # Pillow's own guard, which can fire before our check sees the size
         raise BadImage("dimensions", _bomb_reason(e, max_pixels)) from e
 
 
-def _check(data: bytes, max_pixels: int) -> CheckedImage:
+def _check(data: bytes, max_pixels: int, encoding: Encoding) -> CheckedImage:
     if not data:
         raise BadImage("read", "empty file (0 bytes)")
     im = _open(data)
@@ -148,9 +172,10 @@ def _check(data: bytes, max_pixels: int) -> CheckedImage:
         raise BadImage("dimensions", f"{width}x{height} is {width * height:,} pixels; the limit is {max_pixels:,}")
     with _pillow_errors("decode", f"bad {im.format} data"):
         channels = _NATIVE.get(im.format, _load)(im, data)
-    if channels:
-        return CheckedImage(data, "jpeg" if im.format == "MPO" else im.format.lower(), height, width, channels, False)
-    return _reencode(im, lossy=im.format in ("JPEG", "MPO") and _jpeg_frame(data)[0] not in _JPEG_LOSSLESS)
+    is_jpeg = im.format in ("JPEG", "MPO")
+    if channels and (is_jpeg or not encoding.jpeg_only):
+        return CheckedImage(data, "jpeg" if is_jpeg else im.format.lower(), height, width, channels, False)
+    return _reencode(im, is_jpeg and _jpeg_frame(data)[0] not in _JPEG_LOSSLESS, encoding)
 
 
 def _bomb_reason(error: Exception, max_pixels: int) -> str:
@@ -330,12 +355,13 @@ def _webp(im: Image.Image, data: bytes) -> int | None:
 _NATIVE = {"JPEG": _jpeg, "MPO": _jpeg, "PNG": _png, "GIF": _gif, "BMP": _bmp, "WEBP": _webp}
 
 
-def _reencode(im: Image.Image, lossy: bool) -> CheckedImage:
-    """JPEG at quality 95 for lossy JPEG sources (lossy already), else lossless PNG."""
+def _reencode(im: Image.Image, lossy: bool, encoding: Encoding) -> CheckedImage:
+    """JPEG for lossy JPEG sources (lossy already) and, with jpeg_only, for all others (as RGB);
+    else lossless PNG."""
     with _pillow_errors("convert", f"cannot re-encode {im.format} {im.mode}"):
-        if lossy:
-            out = im if im.mode in ("L", "RGB") else im.convert("RGB")
-            fmt, options, channels = "JPEG", {"quality": 95}, 1 if out.mode == "L" else 3
+        if lossy or encoding.jpeg_only:
+            out = im if lossy and im.mode in ("L", "RGB") else _rgb(im, encoding.alpha)
+            fmt, options, channels = "JPEG", {"quality": encoding.jpeg_quality}, 1 if out.mode == "L" else 3
         else:
             mode = _PNG_MODES.get(im.mode)
             if mode is None:
@@ -349,3 +375,18 @@ def _reencode(im: Image.Image, lossy: bool) -> CheckedImage:
         buffer = io.BytesIO()
         out.save(buffer, fmt, **options)
     return CheckedImage(buffer.getvalue(), fmt.lower(), out.height, out.width, channels, True)
+
+
+def _rgb(im: Image.Image, alpha: str) -> Image.Image:
+    """`im` as 8-bit RGB: deep grey scaled down (as TF's decode_png does), transparency
+    composited on white or dropped."""
+    if im.mode in _DEEP_GREY:
+        im = im.convert("I").point(lambda v: v / 256).convert("L")
+    if im.mode in ("RGBa", "La"):  # premultiplied alpha
+        im = im.convert(im.mode.upper())
+    if im.mode not in ("RGBA", "LA", "PA") and "transparency" not in im.info:
+        return im if im.mode == "RGB" else im.convert("RGB")
+    rgba = im.convert("RGBA")
+    if alpha == "drop":
+        return rgba.convert("RGB")
+    return Image.alpha_composite(Image.new("RGBA", im.size, "white"), rgba).convert("RGB")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import logging
 import time
 
@@ -10,10 +11,18 @@ import apache_beam as beam
 
 from pipeline import storage
 from transforms.example_proto import encode_example
-from transforms.image_check import BadImage, check_image
+from transforms.image_check import BadImage, Encoding, check_image
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record, Source, counter
 
 _LOG = logging.getLogger(__name__)
+
+
+def source_id(key: str) -> str:
+    """`image/source_id` of the source with this key (its path below the input, or its URI as the
+    CSV wrote it): stable across reruns and bucket moves, and a decimal integer below 2**53, since
+    Model Garden's parsers read it with tf.strings.to_number(int64) and COCO tools, JSON and float64
+    carry such ids exactly."""
+    return str(int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") >> 11)
 
 
 class ReadImages(beam.DoFn):
@@ -23,17 +32,26 @@ class ReadImages(beam.DoFn):
 
     The sources of a batch are converted on `threads` threads: file and GCS reads and Pillow's
     decoding (the integrity check) release the GIL, so they overlap on a single-threaded runner,
-    and GCS latency overlaps on Dataflow."""
+    and GCS latency overlaps on Dataflow.
+
+    `label_offset` is added to every label id (1 for ImageNet-style readers, whose labels are
+    1-based); `encoding` says how images not stored byte for byte are encoded (jpeg_only)."""
 
     PROGRESS_SECONDS = 10.0
 
-    def __init__(self, label_map, keys, max_pixels: int, threads: int):
+    def __init__(
+        self, label_map, keys, max_pixels: int, threads: int, *, label_offset: int = 0, encoding: Encoding | None = None
+    ):
         if threads < 1:
             raise ValueError("threads must be >= 1")
+        if label_offset < 0:
+            raise ValueError("label_offset must be >= 0")
         self._label_map = tuple(label_map)
         self._keys = dict(keys)
         self._max_pixels = max_pixels
         self._threads = threads
+        self._label_offset = label_offset
+        self._encoding = encoding or Encoding()
         self._written, self._converted, self._errors = counter("written"), counter("converted"), counter("errors")
         self._bytes_read = counter("bytes_read")
 
@@ -71,7 +89,7 @@ class ReadImages(beam.DoFn):
         except Exception as e:  # any I/O failure is this file's, not the job's
             return DeadLetter(source.uri, "read", f"cannot read: {type(e).__name__}: {e}"), 0
         try:
-            image = check_image(data, self._max_pixels)
+            image = check_image(data, self._max_pixels, self._encoding)
         except BadImage as e:
             return DeadLetter(source.uri, e.stage, e.reason), len(data)
         keys = self._keys
@@ -82,9 +100,10 @@ class ReadImages(beam.DoFn):
                 keys["height"]: image.height,
                 keys["width"]: image.width,
                 keys["channels"]: image.channels,
-                keys["label"]: label_id,
+                keys["label"]: label_id + self._label_offset,
                 keys["text"]: source.label,
                 keys["filename"]: source.uri,
+                keys["source_id"]: source_id(source.key),
             }
         )
         return Record(source.split, source.label, image.converted, example), len(data)

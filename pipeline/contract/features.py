@@ -22,6 +22,9 @@ DEFAULT_IMAGE_KEYS = {
     "label": "image/class/label",
     "text": "image/class/text",
     "filename": "image/filename",
+    # A decimal integer string (transforms.images.source_id): Model Garden's detection decoder
+    # requires the key, and its parsers read the value as an int64 (utils.process_source_id).
+    "source_id": "image/source_id",
 }
 # The dtype of each role, for the manifest's feature spec.
 IMAGE_KEY_DTYPES = {
@@ -33,6 +36,7 @@ IMAGE_KEY_DTYPES = {
     "label": "int64",
     "text": "string",
     "filename": "string",
+    "source_id": "string",
 }
 # What an optional feature reads as where a record lacks it, with `fill_missing`.
 MISSING_VALUES = {"string": b"", "int64": 0, "float32": 0.0}
