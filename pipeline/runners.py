@@ -36,12 +36,20 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import logging
 import os
+import urllib.parse
 from collections.abc import Iterable
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import DebugOptions, DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import (
+    DebugOptions,
+    DirectOptions,
+    GoogleCloudOptions,
+    PipelineOptions,
+    StandardOptions,
+)
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 _LOG = logging.getLogger("pipeline")
@@ -188,6 +196,27 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     if options.view_as(StandardOptions).runner == PARALLEL:
         return beam.Pipeline(runner=FnApiRunner(use_state_iterables=True), options=options)
     return beam.Pipeline(options=options)
+
+
+def dataflow_job_url(project: str, region: str, job_id: str) -> str:
+    """The Cloud console page of a Dataflow job (the address Beam itself logs at INFO)."""
+    quote = functools.partial(urllib.parse.quote, safe="")
+    return f"https://console.cloud.google.com/dataflow/jobs/{quote(region)}/{quote(job_id)}?project={quote(project)}"
+
+
+def submitted_job_line(result, options: PipelineOptions) -> str | None:
+    """What a Dataflow user needs the moment the job is created: its id, its console page and how
+    to cancel it (Beam's own "Created job with id" lines are INFO on the apache_beam logger, which
+    pipeline.cli keeps at WARNING). None for local runners and for a job only built or staged
+    (--dry_run, templates), which has no id. `result`: what Pipeline.run() returned."""
+    if "Dataflow" not in str(options.view_as(StandardOptions).runner) or not getattr(result, "has_job", False):
+        return None
+    job_id, cloud = result.job_id(), options.view_as(GoogleCloudOptions)
+    return (
+        f"Dataflow job {job_id} submitted: {dataflow_job_url(cloud.project, cloud.region, job_id)} "
+        f"(Ctrl-C stops waiting, not the job: gcloud dataflow jobs cancel {job_id} --region {cloud.region} "
+        f"--project {cloud.project})"
+    )
 
 
 _M_ARENA_MAX = -8  # glibc's mallopt parameter number (malloc.h)

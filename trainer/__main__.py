@@ -1,7 +1,24 @@
-"""`python -m trainer --data DEST --model_dir DIR [...]`"""
+"""`python -m trainer --data DEST --model_dir DIR [...]`, and the `tfrecord-train` command (setup.py).
+
+TensorFlow is imported here first, through pipeline.contract.tf_import: quietly, and without it
+one line naming the extra to install (exit 2) instead of a traceback from trainer.train's imports.
+"""
 
 import sys
 
-from trainer.train import main
+from pipeline.contract.tf_import import TensorFlowMissingError, import_tensorflow
 
-sys.exit(main())
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        import_tensorflow("training")
+    except TensorFlowMissingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from trainer.train import main as train_main
+
+    return train_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -29,6 +29,9 @@ from trainer.loop import OPTIMIZERS, SCHEDULES, LoopConfig, Result, TrainingLoop
 from trainer.strategy import check_tpu_paths, make_strategy, set_mixed_precision
 
 _LOG = logging.getLogger("trainer")
+# Exit codes: 0 trained; 1 TensorFlow failed on the data or a device; 2 a mistake in the flags or the
+# data (TrainerError); 3 an unexpected error (one line; --debug shows its traceback), as `python -m pipeline`.
+EXIT_UNEXPECTED = 3
 
 
 def parser() -> argparse.ArgumentParser:
@@ -88,6 +91,7 @@ def parser() -> argparse.ArgumentParser:
         "--seed", type=int, help="seed for weights and shuffling (runs stay non-deterministic in read order)"
     )
     p.add_argument("--no_export", dest="export", action="store_false", help="skip the final SavedModel export")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     return p
 
 
@@ -299,5 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     except tf.errors.OpError as e:  # unreadable data, a lost device, a full disk ...
         print(f"error: {type(e).__name__}: {e.message.splitlines()[0] if e.message else e}", file=sys.stderr)
         return 1
+    except Exception as e:  # a bug, or a failure nobody foresaw: one line, as the pipeline's commands do
+        if args.debug:
+            raise
+        first = (str(e).strip() or "(no message)").splitlines()[0]
+        print(f"error: {type(e).__name__}: {first} (--debug for the traceback)", file=sys.stderr)
+        return EXIT_UNEXPECTED
     print(summary_text(args, outcome))
     return 0

@@ -18,6 +18,7 @@ import sys
 from pipeline import storage
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
 from pipeline.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
+from pipeline.contract.tf_import import TensorFlowMissingError, import_tensorflow
 from pipeline.contract.versions import LatestPointerError, resolve_dataset
 from pipeline.report import dataset_summary, errors_text, first_errors, rejected_summary
 from pipeline.verify import verify
@@ -99,6 +100,12 @@ def main(argv: list[str]) -> int:
     if args.samples <= 0:
         print("error: --samples must be positive", file=sys.stderr)
         return 2
+    if args.verify or args.contact_sheet:
+        try:  # before anything is read: without TensorFlow, one line naming the extra (exit 2)
+            import_tensorflow("inspect --verify" if args.verify else "inspect --contact_sheet")
+        except TensorFlowMissingError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     try:
         folder = _resolve(args.dest)
         manifest = read_manifest(folder, storage.read_text)
