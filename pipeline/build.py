@@ -49,7 +49,14 @@ def _image_records(p, plan: Plan, config: Config) -> Outcomes:
         >> beam.BatchElements(min_batch_size=config.image.read_batch, max_batch_size=config.image.read_batch)
         | "ReadImages"
         >> beam.ParDo(
-            ReadImages(plan.label_map, config.image_keys, config.image.max_pixels, config.image.read_threads)
+            ReadImages(
+                plan.label_map,
+                config.image_keys,
+                config.image.max_pixels,
+                config.image.read_threads,
+                label_offset=config.image.label_offset,
+                encoding=config.image.encoding,
+            )
         ).with_outputs(DEAD_LETTERS, main="records")
     )
     return Outcomes(read.records, listed.skipped, [listed.dead_letters, read.dead_letters])
@@ -79,13 +86,13 @@ def _tabular_records(p, plan: Plan, config: Config) -> Outcomes:
 
 
 def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Publication) -> None:
-    """List -> permute -> read/parse -> Examples -> per-split GZIP TFRecords and dead letters in
+    """List -> permute -> read/parse -> Examples -> per-split TFRecords and dead letters in
     `publication.folder` -> every shard read back -> the manifest, published by `publication` (a
     dataset folder, or a refresh's new version)."""
     build_records = _tabular_records if plan.kind == "csv" else _image_records
     outcomes = build_records(p, plan, config)
 
-    written_files = outcomes.records | "WriteSplits" >> WriteSplits(publication.folder, plan.shards)
+    written_files = outcomes.records | "WriteSplits" >> WriteSplits(publication.folder, plan.shards, plan.compression)
     dead_letters = outcomes.dead_letters | "AllDeadLetters" >> beam.Flatten()
     error_files = dead_letters | "WriteDeadLetters" >> WriteDeadLetters(publication.folder)
     summary = (
@@ -94,9 +101,11 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
         | "Summarize" >> beam.CombineGlobally(SummarizeOutcomes())
     )
     shard_files = list(written_files.values()) | "AllShardFiles" >> beam.Flatten()
-    counted = p | "ReadBack" >> ReadBackShards(publication.folder, plan.shards, shard_files)
+    counted = p | "ReadBack" >> ReadBackShards(publication.folder, plan, shard_files)
     schema_side = beam.pvalue.AsSingleton(outcomes.schema) if outcomes.schema is not None else None
-    settings = RunSettings(publication.run, to_dict(config), config.image_keys, config.max_error_fraction)
+    settings = RunSettings(
+        publication.run, to_dict(config), config.image_keys, config.max_error_fraction, config.image.label_offset
+    )
     _ = (
         p
         | "PublishTrigger" >> beam.Create([None])

@@ -26,10 +26,13 @@ from pipeline.contract.features import DEFAULT_IMAGE_KEYS
 from pipeline.contract.manifest import KINDS
 from pipeline.flags import CONVERT_FLAGS
 from pipeline.sharding import ShardConfig
-from transforms.image_check import max_pixels_limit
+from transforms.image_check import ALPHA_MODES, Encoding, max_pixels_limit
 from transforms.splits import check_split_name
 from transforms.tabular import DECLARABLE_TYPES
 
+# The bundled sample, converted when no --input is given. It lives beside the packages in a source
+# checkout only: it is not packaged (setup.py), so an installed copy asks for --input instead of
+# writing a demo dataset into whatever folder it was started in.
 SAMPLE_DIR = pathlib.Path(__file__).resolve().parent.parent / "sample"
 SAMPLE_INPUTS = {
     "images": SAMPLE_DIR / "images",
@@ -79,6 +82,16 @@ class ImageConfig(pydantic.BaseModel):
     read_threads: Annotated[Int, Field(ge=1)] = 4
     read_batch: Annotated[Int, Field(ge=1)] = 32  # sources handed to those threads at a time
     keys: dict[Str, Name] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_KEYS))
+    # Reader profiles (configs/tpu_resnet.yaml). image/class/label = label id + label_offset: 1 for
+    # ImageNet-style readers, whose labels are 1-based. The manifest records it.
+    label_offset: Annotated[Int, Field(ge=0)] = 0
+    jpeg_only: Bool = False  # every source but a JPEG TF decodes re-encoded to RGB JPEG (counted as converted)
+    jpeg_quality: Annotated[Int, Field(ge=1, le=100)] = 95  # of every JPEG the pipeline encodes
+    alpha: Literal[ALPHA_MODES] = "composite"  # jpeg_only: transparency composited on white, or dropped
+
+    @property
+    def encoding(self) -> Encoding:
+        return Encoding(self.jpeg_only, self.jpeg_quality, self.alpha)
 
     @pydantic.field_validator("extensions", mode="before")
     @classmethod
@@ -142,6 +155,10 @@ class Config(pydantic.BaseModel):
     sharding: ShardingConfig = ShardingConfig()
     max_error_fraction: Annotated[Float, Field(ge=0, le=1)] = 0.01
     overwrite: Bool = False
+    # gzip: smaller files (a little for photos, much for tabular data); none: readers that cannot
+    # read GZIP (TFDS, the TPU reference readers), random access through `index`.
+    compression: Literal["gzip", "none"] = "gzip"
+    index: Bool = False  # write <shard>.idx files (uncompressed only)
     image: ImageConfig = ImageConfig()
     image_csv: ImageCsvConfig = ImageCsvConfig()
     csv: CsvConfig = CsvConfig()
@@ -155,9 +172,24 @@ class Config(pydantic.BaseModel):
             check_split_name(name)
         return splits
 
+    @pydantic.field_validator("index")
+    @classmethod
+    def _index_needs_uncompressed(cls, index: bool, info: pydantic.ValidationInfo) -> bool:
+        if index and info.data.get("compression") != "none":
+            raise ValueError("needs compression: none (an offset into a GZIP stream cannot be read at)")
+        return index
+
     @property
     def input_uri(self) -> str:
-        return self.input or str(SAMPLE_INPUTS[self.kind])
+        """--input, or in a source checkout the bundled sample; ConfigError (exit 2) otherwise."""
+        if self.input:
+            return self.input
+        if not (SAMPLE_DIR / "images").is_dir():
+            raise ConfigError(
+                "--input is required: give the folder, CSV or file pattern to convert "
+                "(the bundled sample is only in a source checkout)"
+            )
+        return str(SAMPLE_INPUTS[self.kind])
 
     @property
     def output_uri(self) -> str:

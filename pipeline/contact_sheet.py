@@ -47,10 +47,10 @@ def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
     samples = []
     for split in manifest.splits.values():
         for shard in split.shards:
-            for record, data in enumerate(read_records(join(dest, shard))):
+            for record, data in enumerate(read_records(join(dest, shard), manifest.compression)):
                 row = rows_of(tf.io.parse_example([data], spec), 1)[0]
                 image = tf.io.decode_image(row[keys["encoded"]], channels=3, expand_animations=False).numpy()
-                label_id = int(row[keys["label"]]) if keys.get("label") in row else None
+                label_id = int(row[keys["label"]]) - manifest.label_offset if keys.get("label") in row else None
                 samples.append(
                     {
                         "image": image,

@@ -58,6 +58,10 @@ CONVERT_FLAGS = (
         type=float,
     ),
     Flag("overwrite", "replace a dataset already in --output", switch=True),
+    Flag("compression", "gzip (the default) or none (TFDS, TPU reference readers, indexes)", choices=("gzip", "none")),
+    Flag(
+        "index", "also write <shard>.idx record indexes (DALI, PyTorch tfrecord; needs --compression none)", switch=True
+    ),
 )
 _REFRESH_HELP = {
     "output": "ROOT: the folder (local or gs://) that holds the versions and LATEST",

@@ -2,7 +2,7 @@
 reader always finds either the previous complete dataset or the new one.
 
     OUTPUT/manifest.json                 the commit point: the dataset is what it names
-    OUTPUT/<split>-SSSSS-of-NNNNN.tfrecord.gz, errors-00000-of-00001.jsonl
+    OUTPUT/<split>-SSSSS-of-NNNNN.tfrecord.gz, errors-00000-of-00001.jsonl (pipeline.contract.layout)
     OUTPUT/.staging-<run>/               a rerun's files, beside a committed dataset
     OUTPUT/beam-temp-*/                  Beam's temporary files while a run writes
     OUTPUT/.lease                        the run writing now (pipeline.lease)
@@ -10,8 +10,9 @@ reader always finds either the previous complete dataset or the new one.
 Into a folder without a committed dataset a run writes in place and commits by writing
 manifest.json. A rerun over a committed dataset (--overwrite) writes into `.staging-<run>/`, and
 once its shards are read back and trusted: (1) manifest.json names the staged files, (2) they are
-copied to their final names (hard links locally, server-side copies on GCS), (3) manifest.json
-names those, (4) everything no manifest names is removed. A crash between any two steps leaves a
+copied to their final names (hard links locally, server-side copies on GCS; TFDS metadata, which
+names no staging folder, is removed before and rewritten after), (3) manifest.json names those,
+(4) everything no manifest names is removed. A crash between any two steps leaves a
 manifest.json whose files all exist, plus leftovers that the next run removes (`leftovers`).
 """
 
@@ -21,10 +22,17 @@ import dataclasses
 import logging
 
 from pipeline import storage
-from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, TEMPORARY_SUFFIX, is_dataset_file, join
+from pipeline.contract.layout import (
+    MANIFEST_NAME,
+    REJECTED_MANIFEST_NAME,
+    TEMPORARY_SUFFIX,
+    is_dataset_file,
+    is_reader_metadata,
+    join,
+)
 from pipeline.contract.manifest import Manifest, ManifestError, SplitInfo, read_rejected_manifest
 from pipeline.lease import LEASE_NAME, lease_problems
-from pipeline.publish import write_manifest, write_rejection
+from pipeline.publish import with_reader_metadata, write_manifest, write_rejection
 
 _LOG = logging.getLogger(__name__)
 
@@ -40,8 +48,7 @@ def committed_manifest(output: str) -> Manifest | None:
 
 def referenced(manifest: Manifest) -> set[str]:
     """The paths (relative to the folder) that a manifest names, itself included."""
-    shards = {shard for split in manifest.splits.values() for shard in split.shards}
-    return {MANIFEST_NAME, *shards, *manifest.error_files}
+    return {MANIFEST_NAME, *_files(manifest.splits, manifest.error_files), *manifest.metadata_files}
 
 
 def leftovers(output: str, committed: Manifest | None, keep: frozenset[str] = frozenset()) -> list[str]:
@@ -82,7 +89,11 @@ def remove(paths: list[str]) -> None:
 def _relocated(manifest: Manifest, subfolder: str) -> Manifest:
     """The manifest with its files named inside `subfolder`."""
     splits = {
-        name: dataclasses.replace(split, shards=tuple(join(subfolder, s) for s in split.shards))
+        name: dataclasses.replace(
+            split,
+            shards=tuple(join(subfolder, s) for s in split.shards),
+            index_files=tuple(join(subfolder, s) for s in split.index_files),
+        )
         for name, split in manifest.splits.items()
     }
     return dataclasses.replace(
@@ -91,7 +102,7 @@ def _relocated(manifest: Manifest, subfolder: str) -> Manifest:
 
 
 def _files(splits: dict[str, SplitInfo], error_files: tuple[str, ...]) -> list[str]:
-    return [s for split in splits.values() for s in split.shards] + list(error_files)
+    return [f for split in splits.values() for f in (*split.shards, *split.index_files)] + list(error_files)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,12 +127,16 @@ class FolderPublication:
             write_rejection(self.folder, manifest, fail_job=self.unattended)
             return
         if not self.staged:
-            write_manifest(self.output, manifest)
+            write_manifest(self.output, with_reader_metadata(self.output, manifest))
             return
-        subfolder = STAGING_PREFIX + self.run
-        write_manifest(self.output, _relocated(manifest, subfolder))
+        staged = _relocated(manifest, STAGING_PREFIX + self.run)
+        write_manifest(self.output, staged)
+        # The previous TFDS metadata describes the shards about to be replaced: a TFDS reader
+        # finds none until the new one is written.
+        remove([p for p in leftovers(self.output, staged) if is_reader_metadata(storage.basename(p))])
         for name in _files(manifest.splits, manifest.error_files):
             storage.copy(join(self.folder, name), join(self.output, name))
+        manifest = with_reader_metadata(self.output, manifest)
         write_manifest(self.output, manifest)
         remove(leftovers(self.output, manifest))
         _LOG.info("replaced the dataset in %s", self.output)

@@ -18,6 +18,7 @@ from apache_beam.io.filesystem import FileMetadata
 
 from pipeline import storage
 from pipeline.config import Config
+from pipeline.contract.layout import GZIP, ShardedFileTemplate, record_files
 from pipeline.contract.manifest import Listing
 from pipeline.sharding import shard_count
 from transforms.outcomes import Source
@@ -61,6 +62,12 @@ class Plan:
     shards: dict[str, int]
     listing: Listing
     permute_buckets: int
+    compression: str = GZIP  # the manifest's spelling: GZIP or NONE
+    index: bool = False  # write a record index beside each shard
+
+    @property
+    def record_files(self) -> ShardedFileTemplate:
+        return record_files(self.compression)
 
 
 def fingerprint(entries) -> str:
@@ -188,4 +195,6 @@ def make_plan(config: Config) -> Plan:
         shards,
         listing,
         max(1, planned.permute_buckets),
+        config.compression.upper(),
+        config.index,
     )

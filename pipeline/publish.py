@@ -18,10 +18,11 @@ import apache_beam as beam
 import pipeline
 from pipeline import storage
 from pipeline.contract.features import IMAGE_KEY_DTYPES
-from pipeline.contract.layout import MANIFEST_NAME, RECORD_FILES, REJECTED_MANIFEST_NAME, join
+from pipeline.contract.layout import INDEX_SUFFIX, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, join
 from pipeline.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
 from pipeline.planning import Plan
 from pipeline.readback import ShardCount, shard_problems
+from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
 from transforms.outcomes import OutcomeSummary, counter
 from transforms.tabular import ColumnType
 
@@ -43,6 +44,22 @@ class Publication(Protocol):
         rejected manifest, if the job got that far."""
 
 
+def with_reader_metadata(folder: str, manifest: Manifest) -> Manifest:
+    """Writes what other readers need beside an uncompressed dataset (TFDS metadata) into
+    `folder` and returns the manifest naming it. A dataset TFDS cannot describe (keys `a` and
+    `a/b`, ...) still publishes, with a warning: every other reader can read it."""
+    if manifest.compression != UNCOMPRESSED:
+        return manifest
+    try:
+        files = tfds_metadata(manifest)
+    except TfdsMetadataError as e:
+        _LOG.warning("%s: no TFDS metadata: %s", folder, e)
+        return manifest
+    for name, text in files.items():
+        storage.write_atomically(join(folder, name), text)
+    return dataclasses.replace(manifest, metadata_files=tuple(sorted(files)))
+
+
 def write_manifest(folder: str, manifest: Manifest) -> str:
     path = join(folder, MANIFEST_NAME)
     storage.write_atomically(path, manifest.to_json())
@@ -57,11 +74,11 @@ class RunRejectedError(RuntimeError):
 
 def write_rejection(folder: str, manifest: Manifest, fail_job: bool) -> None:
     """An untrusted run: manifest.rejected.json (never manifest.json) and its error report stay;
-    its shards go, so nothing can read them as data. `fail_job`: nobody waits for the job to
+    its shards (and indexes) go, so nothing can read them as data. `fail_job`: nobody waits for the job to
     report it, so the job fails (a waiting launcher reports it and exits 1 instead)."""
     storage.write_atomically(join(folder, REJECTED_MANIFEST_NAME), manifest.to_json())
-    shards = [join(folder, s) for split in manifest.splits.values() for s in split.shards]
-    storage.delete([s for s in shards if storage.exists(s)])
+    files = [join(folder, f) for split in manifest.splits.values() for f in (*split.shards, *split.index_files)]
+    storage.delete([f for f in files if storage.exists(f)])
     counter("runs_rejected").inc()
     _LOG.error("%s not published: %s", folder, "; ".join(manifest.rejected))
     if fail_job:
@@ -76,6 +93,7 @@ class RunSettings:
     options: dict
     image_keys: dict[str, str]
     max_error_fraction: float
+    label_offset: int = 0  # images: added to every label id
 
 
 def feature_specs(image_keys: dict[str, str], schema: dict[str, ColumnType] | None) -> dict[str, FeatureSpec]:
@@ -101,7 +119,7 @@ def build_manifest(
     shards = sorted((c.name, c.records) for c in counted)
     splits = {}
     for name in plan.shards:
-        own = [(shard, records) for shard, records in shards if RECORD_FILES.is_shard_of(shard, name)]
+        own = [(shard, records) for shard, records in shards if plan.record_files.is_shard_of(shard, name)]
         splits[name] = SplitInfo(
             name=name,
             records=summary.written.get(name, 0),
@@ -109,6 +127,7 @@ def build_manifest(
             bytes=summary.bytes.get(name, 0),
             label_counts=dict(sorted(summary.labels.get(name, {}).items())),
             shard_lengths=tuple(records for _, records in own),
+            index_files=tuple(shard + INDEX_SUFFIX for shard, _ in own) if plan.index else (),
         )
     written, skipped, errors = (sum(counts.values()) for counts in (summary.written, summary.skipped, summary.errors))
     counts = Counts(
@@ -121,6 +140,7 @@ def build_manifest(
         features=feature_specs(settings.image_keys, schema),
         counts=counts,
         label_map=plan.label_map,
+        label_offset=settings.label_offset if schema is None else 0,
         error_files=tuple(sorted(storage.basename(f) for f in error_files)),
         errors_by_stage=dict(sorted(summary.errors.items())),
         skipped_by_extension=dict(sorted(summary.skipped.items())),
@@ -132,6 +152,7 @@ def build_manifest(
         listing=plan.listing,
         package_version=pipeline.__version__,
         created=created,
+        compression=plan.compression,
         run=settings.run,
     )
 
@@ -139,7 +160,9 @@ def build_manifest(
 def problems(plan: Plan, manifest: Manifest, counted: list[ShardCount], written: list[str]) -> list[str]:
     """Why a finished run must not be trusted (empty when it can)."""
     produced = {name: split.records for name, split in manifest.splits.items()}
-    found = shard_problems(plan.shards, produced, counted, sorted(storage.basename(f) for f in written))
+    found = shard_problems(
+        plan.record_files, plan.shards, produced, counted, sorted(storage.basename(f) for f in written)
+    )
     expected = plan.listing.sources
     if expected is not None and manifest.counts.listed != expected:
         found.append(

@@ -1,6 +1,7 @@
-"""Reading a GZIP TFRecord shard back record by record, checking what TensorFlow's reader checks
-(the GZIP stream, each record's framing and both CRCs) but saying where a file breaks: the
-record number and the reason. Plain Python over pipeline.storage, so it runs without TensorFlow.
+"""Reading a TFRecord shard (GZIP or uncompressed) back record by record, checking what
+TensorFlow's reader checks (the GZIP stream, each record's framing and both CRCs) but saying where
+a file breaks: the record number and the reason. Plain Python over pipeline.storage, so it runs
+without TensorFlow.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from collections.abc import Iterator
 import google_crc32c
 
 from pipeline import storage
+from pipeline.contract.layout import GZIP
 
 CHUNK_BYTES = 1 << 20
+FRAMING_BYTES = 16  # per record: length (8), its CRC (4), the payload's CRC (4)
 
 
 class RecordError(Exception):
@@ -30,13 +33,23 @@ def masked_crc32c(data) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def read_records(path: str) -> Iterator[bytes]:
-    """The payloads of a GZIP TFRecord file, checking the framing and both CRCs of each record.
-    Raises RecordError with the number (0-based) of the record where the file cannot be read on."""
-    stream = _GzipStream(path)
+def read_records(path: str, compression: str = GZIP) -> Iterator[bytes]:
+    """The payloads of a TFRecord file (`compression`: GZIP or NONE, as a manifest says), checking
+    the framing and both CRCs of each record. Raises RecordError with the number (0-based) of the
+    record where the file cannot be read on."""
+    for _, data in read_framed_records(path, compression):
+        yield data
+
+
+def read_framed_records(path: str, compression: str = GZIP) -> Iterator[tuple[int, bytes]]:
+    """(offset, payload) of each record, as `read_records` checks them: the offset of its 12-byte
+    header in the uncompressed stream, so for an uncompressed file an index entry is
+    `offset, len(payload) + FRAMING_BYTES`."""
+    stream = _Stream(_gunzip(path) if compression == GZIP else _chunks(path))
     index = 0
     try:
         while True:
+            offset = stream.offset
             header = stream.read(12)
             if not header:
                 stream.finish()
@@ -54,7 +67,7 @@ def read_records(path: str) -> Iterator[bytes]:
             data, (data_crc,) = body[:length], struct.unpack("<I", body[length:])
             if masked_crc32c(data) != data_crc:
                 raise RecordError(index, "data CRC mismatch (corrupt record)")
-            yield data
+            yield offset, data
             index += 1
     except RecordError as e:
         if e.record < 0:  # from the GZIP layer: name the record being read
@@ -62,13 +75,14 @@ def read_records(path: str) -> Iterator[bytes]:
         raise
 
 
-class _GzipStream:
-    """Exact-size reads over the decompressed bytes of a shard."""
+class _Stream:
+    """Exact-size reads over a shard's (decompressed) bytes; `offset`: the bytes read so far."""
 
-    def __init__(self, path: str):
-        self._chunks = _gunzip(path)
+    def __init__(self, chunks: Iterator[bytes]):
+        self._chunks = chunks
         self._buffer = bytearray()
         self._pos = 0
+        self.offset = 0
 
     def read(self, n: int) -> bytes:
         while len(self._buffer) - self._pos < n:
@@ -81,12 +95,19 @@ class _GzipStream:
             self._buffer += chunk
         out = bytes(self._buffer[self._pos : self._pos + n])
         self._pos += len(out)
+        self.offset += len(out)
         return out
 
     def finish(self) -> None:
-        """At the end of the records: the GZIP stream must have ended cleanly too."""
+        """At the end of the records: a GZIP stream must have ended cleanly too."""
         for _ in self._chunks:
             pass
+
+
+def _chunks(path: str) -> Iterator[bytes]:
+    with storage.open_binary(path) as f:
+        while chunk := f.read(CHUNK_BYTES):
+            yield chunk
 
 
 def _gunzip(path: str) -> Iterator[bytes]:

@@ -1,6 +1,7 @@
 """`inspect --verify`: read every record of a dataset and check it against its manifest.
 
-Per record: the GZIP stream, the TFRecord framing and both CRCs (pipeline.tfrecord_reader),
+Per record: the GZIP stream (if compressed), the TFRecord framing and both CRCs
+(pipeline.tfrecord_reader), and the record's line in the shard's index (if it has one),
 parsing against the manifest's feature spec, and for image datasets decoding the image as readers
 do (`tf.io.decode_image(..., expand_animations=False)`) and comparing it with its recorded height,
 width and channels, and its label. Then the record counts per shard, per split (and per label)
@@ -14,13 +15,14 @@ import collections
 import dataclasses
 import json
 import logging
-import os
 
 from pipeline import storage
+from pipeline.contract import tf_import
 from pipeline.contract.features import parse_spec
-from pipeline.contract.layout import RECORD_FILES, join
+from pipeline.contract.layout import join, record_files
 from pipeline.contract.manifest import Manifest
-from pipeline.tfrecord_reader import RecordError, read_records
+from pipeline.readback import index_text
+from pipeline.tfrecord_reader import FRAMING_BYTES, RecordError, read_framed_records
 
 _LOG = logging.getLogger(__name__)
 
@@ -28,10 +30,8 @@ PARSE_BATCH = 128
 
 
 def import_tensorflow():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    return tf
+    """TensorFlow, quietly; one line naming the extra to install when it is missing."""
+    return tf_import.import_tensorflow("inspect --verify / --contact_sheet")
 
 
 @dataclasses.dataclass
@@ -53,19 +53,22 @@ class _ImageChecker:
     def __init__(self, manifest: Manifest):
         self.keys = manifest.image_keys
         self.label_map = manifest.label_map
+        self.label_offset = manifest.label_offset
 
     def check(self, tf, example: dict) -> tuple[str | None, str | None]:
         """(problem or None, class name or None) for one parsed example (numpy values)."""
         keys = self.keys
         label = None
         if keys.get("label") in example:
-            label_id = int(example[keys["label"]])
+            stored = int(example[keys["label"]])  # the label id + the manifest's label_offset
+            label_id = stored - self.label_offset
             if not 0 <= label_id < len(self.label_map):
-                return f"label id {label_id} is outside the label map (0..{len(self.label_map) - 1})", None
+                first, last = self.label_offset, self.label_offset + len(self.label_map) - 1
+                return f"label {stored} is outside the label map ({first}..{last})", None
             label = self.label_map[label_id]
             text = example.get(keys.get("text"))
             if text is not None and text.decode("utf-8", "replace") != label:
-                return f"label text {text!r} does not match label id {label_id} ({label!r})", label
+                return f"label text {text!r} does not match label {stored} ({label!r})", label
         encoded = example.get(keys.get("encoded"))
         if encoded is None:
             return "no encoded image", label
@@ -134,21 +137,25 @@ def verify(dest: str, manifest: Manifest) -> Verification:
         )
     for split in manifest.splits.values():
         result.records[split.name] = 0
-        totals = {_total_of(s) for s in split.shards}
+        totals = {_total_of(s, manifest.compression) for s in split.shards}
         if split.shards and (len(totals) > 1 or not totals <= {None, len(split.shards)}):
             result.problem(
                 f"split {split.name}: the manifest lists {len(split.shards)} shard(s) whose names say otherwise "
                 f"({', '.join(split.shards[:3])}{', ...' if len(split.shards) > 3 else ''})"
             )
-        for shard in split.shards:
+        if split.index_files and len(split.index_files) != len(split.shards):
+            result.problem(f"split {split.name}: {len(split.index_files)} index files for {len(split.shards)} shards")
+        indexes = split.index_files or (None,) * len(split.shards)
+        for shard, index in zip(split.shards, indexes, strict=False):
             path = join(dest, shard)
             if not storage.exists(path):
                 result.problem(f"{shard}: listed in the manifest but missing")
                 result.shard_records[shard] = 0
                 continue
-            count, batch = 0, []
+            count, batch, framed = 0, [], []
             try:
-                for data in read_records(path):
+                for offset, data in read_framed_records(path, manifest.compression):
+                    framed.append((offset, len(data) + FRAMING_BYTES))
                     batch.append((count, data))
                     count += 1
                     if len(batch) >= PARSE_BATCH:
@@ -160,6 +167,8 @@ def verify(dest: str, manifest: Manifest) -> Verification:
                 result.problem(f"{shard}: cannot read: {type(e).__name__}: {e}")
             if batch:
                 _verify_batch(tf, spec, batch, shard, split.name, result, image_checker)
+            if index is not None:
+                _check_index(dest, index, framed, result)
             result.shard_records[shard] = count
             result.records[split.name] += count
             _LOG.info("read %s: %d record(s)", shard, count)
@@ -198,9 +207,25 @@ def _check_shard_lengths(split, result: Verification) -> None:
             )
 
 
-def _total_of(shard: str) -> int | None:
+def _check_index(dest: str, index: str, framed: list[tuple[int, int]], result: Verification) -> None:
+    """The shard's index file says exactly where each record is, as read."""
+    text = storage.read_text(join(dest, index))
+    if text is None:
+        result.problem(f"{index}: index listed in the manifest but missing")
+    elif text != index_text(framed):
+        lines, expected = text.splitlines(), index_text(framed).splitlines()
+        first = next((i for i, (a, b) in enumerate(zip(lines, expected, strict=False)) if a != b), None)
+        where = (
+            f"line {first + 1} says {lines[first]!r}, record {first} is at {expected[first]!r}"
+            if first is not None
+            else (f"{len(lines)} lines for {len(expected)} records")
+        )
+        result.problem(f"{index}: does not match its shard: {where}")
+
+
+def _total_of(shard: str, compression: str) -> int | None:
     """NNNNN of a shard name, or None for another name."""
-    parsed = RECORD_FILES.parse(shard)
+    parsed = record_files(compression).parse(shard)
     return parsed.total if parsed else None
 
 
@@ -208,7 +233,7 @@ def _check_stray_shards(dest: str, manifest: Manifest, result: Verification) -> 
     listed = {s for split in manifest.splits.values() for s in split.shards}
     for split in manifest.splits:
         try:
-            matches = storage.match(join(dest, RECORD_FILES.glob(split)))
+            matches = storage.match(join(dest, record_files(manifest.compression).glob(split)))
         except Exception:  # a listing failure is not a data problem
             continue
         for m in matches:

@@ -21,7 +21,7 @@ from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join
 from pipeline.contract.manifest import Manifest
 from pipeline.contract.versions import LATEST_NAME, is_version, read_pointer, version_time
 from pipeline.lease import lease_problems
-from pipeline.publish import write_manifest, write_rejection
+from pipeline.publish import with_reader_metadata, write_manifest, write_rejection
 from transforms.outcomes import counter
 
 _LOG = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class VersionPublication:
         if manifest.rejected:
             write_rejection(self.folder, manifest, fail_job=self.unattended)
             return
-        write_manifest(self.folder, manifest)
+        write_manifest(self.folder, with_reader_metadata(self.folder, manifest))
         self.advance(manifest)
 
     def advance(self, manifest: Manifest) -> None:

@@ -14,9 +14,13 @@ REPO_ROOT = os.path.dirname(SCRIPTS_DIR)
 BENCHMARK_SCRIPT = os.path.join(SCRIPTS_DIR, "benchmark.py")
 DEFAULT_CORPUS = os.path.join(REPO_ROOT, "bench", "photos")
 
-VARIANTS = ("pipeline", "pipeline_parallel", "serial_tf", "plain_beam", "floor")
+VARIANTS = ("pipeline", "pipeline_uncompressed", "pipeline_parallel", "serial_tf", "plain_beam", "floor")
 # The pipeline variants: their CLI words after `python -m pipeline --input C --output D --overwrite`.
-PIPELINE_VARIANTS = {"pipeline": [], "pipeline_parallel": ["--direct_num_workers", "0"]}
+PIPELINE_VARIANTS = {
+    "pipeline": [],
+    "pipeline_uncompressed": ["--compression", "none"],
+    "pipeline_parallel": ["--direct_num_workers", "0"],
+}
 # What `--worker` runs: the script variants, and `count` (the untimed check of an output folder).
 WORKERS = ("serial_tf", "plain_beam", "floor", "count")
 

@@ -67,12 +67,12 @@ def worker_serial_tf(items, dest) -> dict:
     import tensorflow as tf
 
     from pipeline.contract.features import DEFAULT_IMAGE_KEYS
-    from pipeline.contract.layout import RECORD_FILES
+    from pipeline.contract.layout import GZIP, record_files
 
     t0 = time.perf_counter()
     ids = _label_ids(items)
     written = 0
-    with tf.io.TFRecordWriter(os.path.join(dest, "data" + RECORD_FILES.suffix), options="GZIP") as writer:
+    with tf.io.TFRecordWriter(os.path.join(dest, "data" + record_files(GZIP).suffix), options="GZIP") as writer:
         for path, label in items:
             raw = tf.io.read_file(path)
             shape = _decode_shape(tf, raw, path)
@@ -90,7 +90,7 @@ def worker_plain_beam(items, dest) -> dict:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipeline.contract.features import DEFAULT_IMAGE_KEYS
-    from pipeline.contract.layout import RECORD_FILES
+    from pipeline.contract.layout import GZIP, record_files
 
     importlib.import_module("tensorflow")  # before the clock starts, as in the other variants
 
@@ -123,7 +123,7 @@ def worker_plain_beam(items, dest) -> dict:
                 os.path.join(dest, "part"),
                 compression_type=CompressionTypes.GZIP,
                 num_shards=PLAIN_BEAM_SHARDS,
-                file_name_suffix=RECORD_FILES.suffix,
+                file_name_suffix=record_files(GZIP).suffix,
             )
         )
     return {"work_s": time.perf_counter() - t0}
@@ -155,7 +155,7 @@ def _read_text(path: str) -> str | None:
 def _output_files(dest: str, result: dict) -> list[str]:
     """The record files of an output folder: the shards its manifest lists (whose counts go into
     `result`) or, without a manifest (the script variants write none), every record file in it."""
-    from pipeline.contract.layout import RECORD_FILES, join
+    from pipeline.contract.layout import GZIP, join, record_files
     from pipeline.contract.manifest import ManifestNotFoundError, read_manifest
 
     try:
@@ -165,9 +165,10 @@ def _output_files(dest: str, result: dict) -> list[str]:
             os.path.join(root, name)
             for root, _, names in os.walk(dest)
             for name in names
-            if name.endswith(RECORD_FILES.suffix)
+            if name.endswith(record_files(GZIP).suffix)
         )
     result["manifest_records"] = sum(split.records for split in manifest.splits.values())
+    result["compression_type"] = manifest.tf_compression_type
     result["manifest_counts"] = dataclasses.asdict(manifest.counts)
     return [join(dest, shard) for split in manifest.splits.values() for shard in split.shards]
 
@@ -181,7 +182,8 @@ def worker_count(dest) -> dict:
     records = 0
     keys: list[str] = []
     for path in files:
-        for raw in tf.data.TFRecordDataset(path, compression_type="GZIP").as_numpy_iterator():
+        compression = result.get("compression_type", "GZIP")  # the script variants write GZIP
+        for raw in tf.data.TFRecordDataset(path, compression_type=compression).as_numpy_iterator():
             if not keys:
                 keys = sorted(tf.train.Example.FromString(raw).features.feature)
             records += 1

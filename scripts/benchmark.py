@@ -4,7 +4,7 @@
 Usage::
 
     python scripts/benchmark.py [--corpus bench/photos]
-                                [--variants pipeline,pipeline_parallel,serial_tf,plain_beam,floor]
+                                [--variants pipeline,pipeline_uncompressed,pipeline_parallel,serial_tf,plain_beam,floor]
                                 [--runs 3] [--pipeline_args "--some_flag value"] [--json results.json]
 
 Runs every variant ``--runs`` times, each run in its own subprocess, round-robin (run 1 of every
@@ -29,6 +29,8 @@ Variants:
                 words of ``--pipeline_args`` (give it as ``--pipeline_args="--flag value"`` when it
                 starts with a dash and has no space). A run that fails is reported with its stderr
                 and the variant's remaining runs are skipped.
+``pipeline_uncompressed``  the same with ``--compression none``: what GZIP costs in time, and saves
+                in bytes (the ``out MB`` column), on this corpus.
 ``pipeline_parallel``  the same with ``--direct_num_workers 0``: the FnApiRunner with an
                 in-process worker per core, instead of the CLI's default single-threaded runner
                 (see pipeline/runners.py).

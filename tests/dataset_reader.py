@@ -1,5 +1,5 @@
 """Reading a converted dataset back the way a consumer does: manifest, then tf.data over the
-GZIP shards, then tf.io.parse_example with specs built from the manifest's feature spec."""
+shards (compressed as the manifest says), then tf.io.parse_example with specs built from the manifest's feature spec."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def read_split(folder, split: str) -> list[dict]:
     """Every record of a split, in shard order, as {feature: python value or None when absent}."""
     manifest = load_manifest(folder)
     files = [str(pathlib.Path(folder) / shard) for shard in manifest.splits[split].shards]
-    dataset = tf.data.TFRecordDataset(files, compression_type="GZIP").batch(256)
+    dataset = tf.data.TFRecordDataset(files, compression_type=manifest.tf_compression_type).batch(256)
     specs = parse_spec(manifest.features.values(), tf)
     records = []
     for batch in dataset:

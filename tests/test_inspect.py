@@ -20,7 +20,7 @@ from pipeline import contact_sheet, storage
 from pipeline.cli import main as pipeline_main
 from pipeline.commands import inspect
 from pipeline.contract.features import DEFAULT_IMAGE_KEYS, IMAGE_KEY_DTYPES
-from pipeline.contract.layout import MANIFEST_NAME, RECORD_FILES, REJECTED_MANIFEST_NAME
+from pipeline.contract.layout import GZIP, MANIFEST_NAME, REJECTED_MANIFEST_NAME, record_files
 from pipeline.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo, read_manifest
 from pipeline.contract.versions import LATEST_NAME
 from pipeline.tfrecord_reader import read_records
@@ -197,6 +197,7 @@ def image_example(data: bytes, height: int, width: int, channels: int, label_id:
         keys["label"]: ints(label_id),
         keys["text"]: strings(label.encode()),
         keys["filename"]: strings(f"/in/{label}/{label_id}.png".encode()),
+        keys["source_id"]: strings(str(label_id).encode()),
     }
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
@@ -205,7 +206,7 @@ def write_image_dataset(folder: pathlib.Path, records: list[tuple[bytes, int]]) 
     """A one-shard image dataset built by hand: one record per (PNG bytes, recorded channels),
     labelled by position (even 'a', odd 'b'), with its manifest."""
     folder.mkdir(parents=True)
-    shard = RECORD_FILES.name("train", 0, 1)
+    shard = record_files(GZIP).name("train", 0, 1)
     label_map = ("a", "b")
     with tf.io.TFRecordWriter(str(folder / shard), tf.io.TFRecordOptions(compression_type="GZIP")) as writer:
         for i, (data, channels) in enumerate(records):
@@ -236,7 +237,7 @@ def test_verify_compares_decoded_channels_with_the_recorded_ones(tmp_path, capsy
     code, out = inspect_main(capsys, bad, "--verify")
     assert code == 1, out
     assert "VERIFY FAILED: 1 problem(s)" in out
-    assert f"{RECORD_FILES.name('train', 0, 1)}: record 1: decoded channels 1 differs from the recorded 3" in out
+    assert f"{record_files(GZIP).name('train', 0, 1)}: record 1: decoded channels 1 differs from the recorded 3" in out
 
 
 @pytest.fixture(scope="module")

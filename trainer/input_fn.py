@@ -1,8 +1,8 @@
-"""tf.data input pipelines over the pipeline's GZIP TFRecord shards, built the way the TPU
-reference readers build them:
+"""tf.data input pipelines over the pipeline's TFRecord shards (GZIP or not, as the manifest
+says), built the way the TPU reference readers build them:
 
     shard files (from the manifest) -> [shard(num_input_pipelines, index)] -> shuffle files -> repeat
-    -> interleave(TFRecordDataset(GZIP, buffer_size), parallel, non-deterministic when training)
+    -> interleave(TFRecordDataset(compression, buffer_size), parallel, non-deterministic when training)
     -> shuffle(records) -> batch -> parse_example (one op per batch, not one per record)
     -> decode + resize to a fixed size -> batch(drop_remainder=True) -> prefetch(AUTOTUNE)
 
@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from pipeline.contract.features import parse_spec
 from pipeline.contract.manifest import Manifest
+from pipeline.contract.readers import assign_shards
 from trainer import manifest_io
 from trainer.errors import BatchSizeError, MissingFeatureError, TrainerError
 
@@ -61,19 +62,6 @@ def check_batch_size(manifest: Manifest, split: str, global_batch_size: int) -> 
     return records // global_batch_size
 
 
-def assign_files(lengths: Sequence[int], num_pipelines: int) -> list[list[int]]:
-    """File indexes per input pipeline, balanced by the records each file holds (the manifest's
-    shard_lengths): largest first onto the pipeline with the fewest records, ties to the lowest
-    index, so every host computes the same assignment. Each list is in file order."""
-    loads = [0] * num_pipelines
-    assigned: list[list[int]] = [[] for _ in range(num_pipelines)]
-    for index in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
-        target = min(range(num_pipelines), key=lambda p: (loads[p], len(assigned[p]), p))
-        assigned[target].append(index)
-        loads[target] += lengths[index]
-    return [sorted(files) for files in assigned]
-
-
 def record_dataset(
     paths: Sequence[str],
     *,
@@ -83,19 +71,21 @@ def record_dataset(
     repeat: bool | None = None,
     shuffle_buffer: int = 0,
     lengths: Sequence[int] = (),
+    compression_type: str = "GZIP",
 ) -> tf.data.Dataset:
     """Serialized Examples of the given shards, this input pipeline's share of them: files
     shuffled and read interleaved in a non-deterministic order when training, then records
     shuffled in a buffer of `shuffle_buffer`; read round-robin in a fixed order otherwise.
     Training data repeats (unless `repeat=False`). `lengths`: the records of each file (the
-    manifest's shard_lengths), to give every pipeline a near-equal share of records."""
+    manifest's shard_lengths), to give every pipeline a near-equal share of records.
+    `compression_type`: the manifest's (Manifest.tf_compression_type)."""
     num_pipelines, pipeline_id, _ = _num_pipelines(input_context)
     paths = list(paths)
     files = tf.data.Dataset.from_tensor_slices(paths)
     shard_records = False
     if num_pipelines > 1:
         if len(paths) >= num_pipelines and len(lengths) == len(paths):
-            mine = [paths[i] for i in assign_files(lengths, num_pipelines)[pipeline_id]]
+            mine = [paths[i] for i in assign_shards(lengths, num_pipelines)[pipeline_id]]
             files = tf.data.Dataset.from_tensor_slices(mine)
         elif len(paths) >= num_pipelines:
             # Before shuffling, so every pipeline gets a disjoint, fixed subset of the files.
@@ -117,7 +107,7 @@ def record_dataset(
     if training if repeat is None else repeat:
         files = files.repeat()
     records = files.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP", buffer_size=READ_BUFFER_BYTES),
+        lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type, buffer_size=READ_BUFFER_BYTES),
         cycle_length=max(1, min(n_files, MAX_CYCLE_LENGTH)),
         block_length=1,
         num_parallel_calls=AUTOTUNE,
@@ -202,11 +192,14 @@ def image_dataset(
         repeat=repeat,
         shuffle_buffer=min(shuffle_buffer, manifest.splits[split].records),
         lengths=() if paths else manifest.splits[split].shard_lengths,
+        compression_type=manifest.tf_compression_type,
     )
+
+    label_offset = manifest.label_offset  # stored labels are class ids + offset (1 for ImageNet-style data)
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)
-        return parsed[encoded_key], tf.cast(parsed[label_key], tf.int32)
+        return parsed[encoded_key], tf.cast(parsed[label_key] - label_offset, tf.int32)
 
     def decode(encoded, label):
         image = decode_and_resize(encoded, image_size)
@@ -290,6 +283,7 @@ def tabular_dataset(
         repeat=repeat,
         shuffle_buffer=min(shuffle_buffer, manifest.splits[split].records),
         lengths=manifest.splits[split].shard_lengths,
+        compression_type=manifest.tf_compression_type,
     )
 
     def parse(serialized):

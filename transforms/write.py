@@ -1,4 +1,4 @@
-"""Writing records to `<output>/<split>-SSSSS-of-NNNNN.tfrecord.gz` and dead letters to JSON lines
+"""Writing records to `<output>/<split>-SSSSS-of-NNNNN.tfrecord[.gz]` and dead letters to JSON lines
 (names: pipeline.contract.layout)."""
 
 from __future__ import annotations
@@ -6,17 +6,19 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 
-from pipeline.contract.layout import ERROR_FILES, ERRORS_PREFIX, RECORD_FILES, ShardedFileTemplate, join
+from pipeline.contract.layout import ERROR_FILES, ERRORS_PREFIX, GZIP, ShardedFileTemplate, join, record_files
 from transforms.gzip_codec import use_isal_gzip
 
 use_isal_gzip()  # Beam's GZIP through ISA-L, for every job that writes records (and on workers: IsalGzip)
 
 
 @beam.ptransform_fn
-def WriteSplits(records, output: str, shards: dict[str, int]):
-    """One GZIP WriteToTFRecord per split, with that split's planned shard count. Returns
-    {split: PCollection of the written file names}."""
+def WriteSplits(records, output: str, shards: dict[str, int], compression: str = GZIP):
+    """One WriteToTFRecord per split, with that split's planned shard count, GZIP or uncompressed
+    (`compression` as a manifest says it). Returns {split: PCollection of the written file names}."""
     names = list(shards)
+    suffix = record_files(compression).suffix
+    codec = CompressionTypes.GZIP if compression == GZIP else CompressionTypes.UNCOMPRESSED
     parts = records | "BySplit" >> beam.Partition(lambda record, _: names.index(record.split), len(names))
     return {
         name: (
@@ -25,10 +27,10 @@ def WriteSplits(records, output: str, shards: dict[str, int]):
             | f"{name}.Write"
             >> beam.io.WriteToTFRecord(
                 join(output, name),
-                file_name_suffix=RECORD_FILES.suffix,
+                file_name_suffix=suffix,
                 num_shards=shards[name],
                 shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE,
-                compression_type=CompressionTypes.GZIP,
+                compression_type=codec,
             )
         )
         for name, part in zip(names, parts, strict=True)

@@ -8,4 +8,7 @@ function over their own file system (Beam's FileSystems, tf.io.gfile, pathlib).
 - `manifest`: manifest.json, the commit point and the description of the data.
 - `versions`: `ROOT/<version>/` folders and the `ROOT/LATEST` pointer written by `refresh`.
 - `features`: image feature keys and the parse spec a reader builds from a manifest.
+- `tf_import`: how a reader imports TensorFlow: only when called, quietly, and without it one line
+  naming the extra to install (the trainer, `inspect --verify` and `--contact_sheet`).
+- `readers`: a disjoint, balanced set of shards for each of N readers.
 """

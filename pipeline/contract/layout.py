@@ -1,6 +1,10 @@
 """The names of the files in a dataset folder.
 
-    <split>-SSSSS-of-NNNNN.tfrecord.gz   records of one split (e.g. train-00003-of-00010.tfrecord.gz)
+    <split>-SSSSS-of-NNNNN.tfrecord.gz   records of one split (e.g. train-00003-of-00010.tfrecord.gz);
+                                         `.tfrecord` when uncompressed (compression: none)
+    <shard>.idx                          with `index: true`: one "offset length" line per record
+    dataset_info.json, features.json     uncompressed only: TFDS metadata (pipeline.tfds_metadata),
+    <label key>.labels.txt               and its class names
     errors-00000-of-00001.jsonl          dead letters, one JSON object a line
     manifest.json                        written last: its presence means the dataset is complete
     manifest.rejected.json               written instead by a run that must not be trusted
@@ -59,15 +63,34 @@ class ShardedFileTemplate:
         return f"{prefix}-*-of-*{self.suffix}"
 
 
-RECORD_FILES = ShardedFileTemplate(".tfrecord.gz")
+GZIP, UNCOMPRESSED = "GZIP", "NONE"  # a manifest's `compression`
+_RECORD_FILES = {GZIP: ShardedFileTemplate(".tfrecord.gz"), UNCOMPRESSED: ShardedFileTemplate(".tfrecord")}
 ERROR_FILES = ShardedFileTemplate(".jsonl")
+INDEX_SUFFIX = ".idx"  # the index format NVIDIA DALI and the `tfrecord` package share
+TFDS_METADATA_FILES = ("dataset_info.json", "features.json")  # beside uncompressed shards
+TFDS_LABELS_SUFFIX = ".labels.txt"  # and the class names of a ClassLabel, when there is one
+
+
+def record_files(compression: str) -> ShardedFileTemplate:
+    """The shard names of a dataset whose manifest says `compression` (GZIP or NONE)."""
+    try:
+        return _RECORD_FILES[compression]
+    except KeyError:
+        raise ValueError(f"unknown compression {compression!r}, expected one of {sorted(_RECORD_FILES)}") from None
 
 
 def is_dataset_file(name: str) -> bool:
     """True for the names a conversion writes directly in its output folder."""
     errors = ERROR_FILES.parse(name)
+    records = name.removesuffix(INDEX_SUFFIX)
     return (
-        RECORD_FILES.parse(name) is not None
+        any(template.parse(records) is not None for template in _RECORD_FILES.values())
         or (errors is not None and errors.prefix == ERRORS_PREFIX)
         or name in (MANIFEST_NAME, MANIFEST_NAME + TEMPORARY_SUFFIX)
+        or is_reader_metadata(name)
     )
+
+
+def is_reader_metadata(name: str) -> bool:
+    """True for the files written beside a dataset for other readers (TFDS)."""
+    return name in TFDS_METADATA_FILES or name.endswith(TFDS_LABELS_SUFFIX)

@@ -17,12 +17,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join
+from pipeline.contract.layout import GZIP, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, join
 
 FORMAT = "tfrecord-examples"
-FORMAT_VERSION = 2  # 2: shard_lengths, rejected
-READABLE_VERSIONS = (1, 2)
-COMPRESSION = "GZIP"
+FORMAT_VERSION = 3  # 2: shard_lengths, rejected; 3: compression NONE, index_files, metadata_files, label_offset
+READABLE_VERSIONS = (1, 2, 3)
+COMPRESSIONS = (GZIP, UNCOMPRESSED)
 
 # Feature dtypes are TensorFlow dtype names, so a reader can call tf.as_dtype(dtype).
 DTYPES = ("string", "int64", "float32")
@@ -73,6 +73,7 @@ class SplitInfo:
     bytes: int = 0
     label_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     shard_lengths: tuple[int, ...] = ()
+    index_files: tuple[str, ...] = ()  # with `index: true`, one per shard, in the same order
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +109,8 @@ class Manifest:
     features: dict[str, FeatureSpec]
     counts: Counts
     label_map: tuple[str, ...] = ()  # label id -> class name (sorted); empty for tabular data
+    # What the image label feature holds is label id + label_offset (1 for ImageNet-style readers).
+    label_offset: int = 0
     error_files: tuple[str, ...] = ()
     errors_by_stage: dict[str, int] = dataclasses.field(default_factory=dict)
     skipped_by_extension: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -120,9 +123,23 @@ class Manifest:
     listing: Listing | None = None
     package_version: str = ""
     created: str = ""
-    compression: str = COMPRESSION
+    compression: str = GZIP  # of every shard: GZIP or NONE (pipeline.contract.layout.record_files)
     run: str = ""  # the run that wrote it (its start time, as pipeline.contract.versions names it)
     rejected: tuple[str, ...] = ()  # why the run must not be trusted (manifest.rejected.json only)
+
+    # Files written beside the dataset for other readers (TFDS metadata), relative to the folder.
+    metadata_files: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.compression not in COMPRESSIONS:
+            raise ManifestError(f"compression {self.compression!r} is not one of {COMPRESSIONS}")
+        if not isinstance(self.label_offset, int) or self.label_offset < 0:
+            raise ManifestError(f"label_offset {self.label_offset!r} is not an integer >= 0")
+
+    @property
+    def tf_compression_type(self) -> str:
+        """The shards' `compression_type` for tf.data.TFRecordDataset."""
+        return "GZIP" if self.compression == GZIP else ""
 
     @property
     def is_image_dataset(self) -> bool:
@@ -159,7 +176,12 @@ class Manifest:
         try:
             splits = {
                 n: SplitInfo(
-                    name=n, **{**s, "shards": tuple(s["shards"]), "shard_lengths": tuple(s.get("shard_lengths", ()))}
+                    name=n,
+                    **{
+                        **s,
+                        "shards": tuple(s["shards"]),
+                        **{key: tuple(s.get(key, ())) for key in ("shard_lengths", "index_files")},
+                    },
                 )
                 for n, s in body["splits"].items()
             }
@@ -168,7 +190,7 @@ class Manifest:
             }
             fields = {f.name for f in dataclasses.fields(cls)} - {"splits", "features", "counts"}
             rest = {k: body[k] for k in fields if k in body}
-            for key in ("label_map", "error_files", "rejected"):
+            for key in ("label_map", "error_files", "rejected", "metadata_files"):
                 if key in rest:
                     rest[key] = tuple(rest[key])
             rest["listing"] = Listing(**rest["listing"]) if rest.get("listing") else None

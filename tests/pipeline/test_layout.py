@@ -8,14 +8,20 @@ from apache_beam.testing.test_pipeline import TestPipeline
 
 from pipeline.contract.layout import (
     ERROR_FILES,
+    GZIP,
+    INDEX_SUFFIX,
     MANIFEST_NAME,
-    RECORD_FILES,
     REJECTED_MANIFEST_NAME,
+    TFDS_METADATA_FILES,
+    UNCOMPRESSED,
     ShardedFileTemplate,
     ShardName,
     is_dataset_file,
     join,
+    record_files,
 )
+
+RECORD_FILES = record_files(GZIP)
 
 
 def test_a_name_parses_back_to_its_parts():
@@ -39,15 +45,34 @@ def test_other_names_do_not_parse(name):
     assert RECORD_FILES.parse(name) is None
 
 
+def test_uncompressed_shards_end_in_tfrecord_and_are_told_apart_from_gzip_ones():
+    plain = record_files(UNCOMPRESSED)
+    assert plain.name("train", 0, 2) == "train-00000-of-00002.tfrecord"
+    assert plain.parse(RECORD_FILES.name("train", 0, 2)) is None
+    assert RECORD_FILES.parse(plain.name("train", 0, 2)) is None
+    with pytest.raises(ValueError, match="unknown compression 'ZLIB'"):
+        record_files("ZLIB")
+
+
 def test_the_dataset_files_are_recognised_and_nothing_else():
     written = [
         RECORD_FILES.name("train", 0, 2),
+        record_files(UNCOMPRESSED).name("train", 0, 2),
+        record_files(UNCOMPRESSED).name("train", 0, 2) + INDEX_SUFFIX,
         ERROR_FILES.name("errors", 0, 1),
         MANIFEST_NAME,
         MANIFEST_NAME + ".tmp",
+        *TFDS_METADATA_FILES,
     ]
     assert all(is_dataset_file(name) for name in written)
-    others = [REJECTED_MANIFEST_NAME, "notes.txt", ERROR_FILES.name("train", 0, 1), "LATEST", "train.tfrecord.gz"]
+    others = [
+        REJECTED_MANIFEST_NAME,
+        "notes.txt",
+        ERROR_FILES.name("train", 0, 1),
+        "LATEST",
+        "train.tfrecord.gz",
+        "notes.idx",
+    ]
     assert not any(is_dataset_file(name) for name in others)
 
 

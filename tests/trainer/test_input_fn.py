@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from pipeline.contract.readers import assign_shards
 from tests.dataset_reader import read_split
 from trainer import input_fn, manifest_io
 from trainer.errors import BatchSizeError, MissingFeatureError, TrainerError
@@ -87,11 +88,11 @@ def test_input_pipelines_read_disjoint_shards(image_dataset):
 
 def test_files_are_assigned_to_pipelines_by_their_records():
     lengths = [90, 10, 10, 10, 10, 10, 10, 10, 10, 10]
-    assigned = input_fn.assign_files(lengths, 2)
+    assigned = assign_shards(lengths, 2)
     assert sorted(i for files in assigned for i in files) == list(range(len(lengths)))
     assert [sum(lengths[i] for i in files) for files in assigned] == [90, 90]  # by files, not count
-    assert assigned == input_fn.assign_files(lengths, 2), "every host computes the same assignment"
-    assert all(input_fn.assign_files([0, 0, 0], 3)), "every pipeline gets a file when there are enough"
+    assert assigned == assign_shards(lengths, 2), "every host computes the same assignment"
+    assert all(assign_shards([0, 0, 0], 3)), "every pipeline gets a file when there are enough"
 
 
 def test_pipelines_read_the_files_the_shard_lengths_assign(image_dataset):
@@ -99,7 +100,7 @@ def test_pipelines_read_the_files_the_shard_lengths_assign(image_dataset):
     split = manifest.splits["train"]
     paths = manifest_io.shard_paths(str(image_dataset), manifest, "train")
     assert sum(split.shard_lengths) == split.records
-    for pipeline_id, files in enumerate(input_fn.assign_files(split.shard_lengths, 2)):
+    for pipeline_id, files in enumerate(assign_shards(split.shard_lengths, 2)):
         context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id)
         dataset = input_fn.record_dataset(paths, training=False, input_context=context, lengths=split.shard_lengths)
         expected = [bytes(r.numpy()) for i in files for r in tf.data.TFRecordDataset(paths[i], "GZIP")]
