@@ -18,6 +18,7 @@ optional columns take a default (0, 0.0 or "").
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
@@ -133,30 +134,124 @@ def _finish(dataset: tf.data.Dataset, training: bool) -> tf.data.Dataset:
 # Images
 
 
-def decode_and_resize(encoded: tf.Tensor, image_size: int) -> tf.Tensor:
-    """One encoded image -> uint8 [image_size, image_size, 3] (bilinear resize, rounded).
+CENTER_CROP_FRACTION = 0.875  # of the short side: 224 of 256, the reference evaluation crop
+TRAIN_CROPS = ("random", "center", "none")
+EVAL_CROPS = ("center", "none")
+_RATIOS = (1, 2, 4, 8)  # the DCT scalings libjpeg decodes at
 
-    JPEGs, the usual case, are decoded with libjpeg's DCT scaling (`ratio` 2, 4 or 8) whenever
-    the scaled image is still at least `image_size` on its short side: a 1,000 px photo trained
-    at 224 px is decoded at 500 px, about 3x less work than a full decode, before the resize.
-    Other formats (PNG, GIF, BMP: what the pipeline writes) go through decode_image.
+
+@dataclasses.dataclass(frozen=True)
+class Augmentation:
+    """How a record's image becomes image_size x image_size. The defaults are the TPU reference
+    ResNet preprocessing's (`_decode_and_random_crop` + flip for training, a central crop for
+    evaluation); "none" resizes the whole image."""
+
+    train_crop: str = "random"  # one of TRAIN_CROPS
+    eval_crop: str = "center"  # one of EVAL_CROPS
+    flip: bool = True  # random left-right flip when training
+    area_range: tuple[float, float] = (0.08, 1.0)  # random crop: fraction of the image's area
+    aspect_ratio_range: tuple[float, float] = (3 / 4, 4 / 3)
+    min_object_covered: float = 0.1
+    max_attempts: int = 10  # then the center crop, as the reference falls back
+    center_fraction: float = CENTER_CROP_FRACTION
+
+    def __post_init__(self):
+        if self.train_crop not in TRAIN_CROPS:
+            raise TrainerError(f"train crop {self.train_crop!r} is not one of {TRAIN_CROPS}")
+        if self.eval_crop not in EVAL_CROPS:
+            raise TrainerError(f"eval crop {self.eval_crop!r} is not one of {EVAL_CROPS}")
+        if not 0 < self.center_fraction <= 1:
+            raise TrainerError(f"center crop fraction {self.center_fraction} is not in (0, 1]")
+        low, high = self.area_range
+        if not 0 < low <= high <= 1:
+            raise TrainerError(f"crop area range {self.area_range} is not within (0, 1]")
+
+
+def _center_window(height: tf.Tensor, width: tf.Tensor, fraction: float) -> tf.Tensor:
+    """[y, x, h, w]: the central square of `fraction` of the short side (the reference's offsets)."""
+    side = tf.maximum(tf.cast(fraction * tf.cast(tf.minimum(height, width), tf.float32), tf.int32), 1)
+    return tf.stack([(height - side + 1) // 2, (width - side + 1) // 2, side, side])
+
+
+def _crop_window(shape: tf.Tensor, crop: str, settings: Augmentation, seed: int | None) -> tf.Tensor:
+    """[y, x, h, w] of the region of an image of `shape` ([h, w, c]) the model will see."""
+    height, width = shape[0], shape[1]
+    if crop == "none":
+        return tf.stack([0, 0, height, width])
+    center = _center_window(height, width, settings.center_fraction)
+    if crop == "center":
+        return center
+    begin, size, _ = tf.image.sample_distorted_bounding_box(
+        shape,
+        bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+        seed=seed or 0,
+        min_object_covered=settings.min_object_covered,
+        aspect_ratio_range=settings.aspect_ratio_range,
+        area_range=settings.area_range,
+        max_attempts=settings.max_attempts,
+        use_image_if_no_bounding_boxes=True,
+    )
+    # No box found in max_attempts: the sampler returns the whole image; the reference then
+    # takes the center crop instead.
+    whole = tf.logical_and(tf.equal(size[0], height), tf.equal(size[1], width))
+    return tf.where(whole, center, tf.stack([begin[0], begin[1], size[0], size[1]]))
+
+
+def _ratio_index(short_side: tf.Tensor, image_size: int) -> tf.Tensor:
+    """k such that decoding at ratio 2**k (<= 8) keeps short_side / ratio >= image_size."""
+    return tf.reduce_sum(tf.cast(short_side // tf.constant(_RATIOS[1:]) >= image_size, tf.int32))
+
+
+def decode_window(encoded: tf.Tensor, window: tf.Tensor, image_size: int) -> tf.Tensor:
+    """The `window` ([y, x, h, w]) of a JPEG, uint8 [h', w', 3]: only that window is decoded
+    (`decode_and_crop_jpeg`), at the largest DCT scaling that keeps its short side >= image_size
+    (h' = h // ratio)."""
+
+    def at(ratio: int):
+        return lambda: tf.io.decode_and_crop_jpeg(encoded, window // ratio, channels=3, ratio=ratio)
+
+    index = _ratio_index(tf.minimum(window[2], window[3]), image_size)
+    return tf.switch_case(index, [at(ratio) for ratio in _RATIOS])
+
+
+def preprocess_image(
+    encoded: tf.Tensor,
+    image_size: int,
+    *,
+    crop: str = "none",
+    flip: bool = False,
+    settings: Augmentation | None = None,
+    seed: int | None = None,
+) -> tf.Tensor:
+    """One encoded image -> uint8 [image_size, image_size, 3]: crop (`crop`: "random", "center"
+    or "none"), bilinear resize, rounded, optionally a random flip.
+
+    JPEGs are cropped before decoding, from their header's shape, and decoded at a reduced DCT
+    scale when the window is at least twice `image_size`; other formats (PNG, GIF, BMP) are
+    decoded whole, then cropped.
     """
+    settings = settings or Augmentation()
 
     def jpeg():
-        shape = tf.io.extract_jpeg_shape(encoded)
-        short_side = tf.minimum(shape[0], shape[1])
-        # Branch index k decodes at ratio 2**k: the largest ratio keeping short_side/ratio >= size.
-        index = tf.reduce_sum(tf.cast(short_side // tf.constant([2, 4, 8]) >= image_size, tf.int32))
-        branches = [lambda r=r: tf.io.decode_jpeg(encoded, channels=3, ratio=r) for r in (1, 2, 4, 8)]
-        return tf.switch_case(index, branches)
+        return decode_window(encoded, _crop_window(tf.io.extract_jpeg_shape(encoded), crop, settings, seed), image_size)
 
     def other():
-        return tf.io.decode_image(encoded, channels=3, expand_animations=False)
+        image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+        window = _crop_window(tf.shape(image), crop, settings, seed)
+        return tf.slice(image, tf.stack([window[0], window[1], 0]), tf.stack([window[2], window[3], 3]))
 
     image = tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
     image.set_shape([None, None, 3])
     resized = tf.image.resize(image, [image_size, image_size], method="bilinear")  # float32
-    return tf.saturate_cast(tf.round(resized), tf.uint8)
+    image = tf.saturate_cast(tf.round(resized), tf.uint8)
+    if flip:
+        image = tf.image.random_flip_left_right(image, seed=seed)
+    return tf.ensure_shape(image, [image_size, image_size, 3])
+
+
+def decode_and_resize(encoded: tf.Tensor, image_size: int) -> tf.Tensor:
+    """One encoded image, whole, -> uint8 [image_size, image_size, 3] (JPEGs DCT-scaled)."""
+    return preprocess_image(encoded, image_size)
 
 
 def image_dataset(
@@ -172,17 +267,23 @@ def image_dataset(
     seed: int | None = None,
     repeat: bool | None = None,
     augment: bool | None = None,
+    augmentation: Augmentation | None = None,
     paths: Sequence[str] | None = None,
 ) -> tf.data.Dataset:
     """(images uint8 [batch_size, image_size, image_size, 3], labels int32 [batch_size]).
 
     `batch_size` is this pipeline's (per replica). Training data repeats forever (the loop counts
     steps from the manifest); evaluation data is one deterministic pass unless `repeat`.
+    `augment` (default: `training`) picks `augmentation`'s training crop and flip, else its
+    evaluation crop.
     """
     encoded_key, label_key = manifest_io.image_feature_keys(manifest)
     _, _, replicas = _num_pipelines(input_context)
     check_batch_size(manifest, split, batch_size * replicas)
     augment = training if augment is None else augment
+    settings = augmentation or Augmentation()
+    crop = settings.train_crop if augment else settings.eval_crop
+    flip = augment and settings.flip
     spec = {encoded_key: tf.io.FixedLenFeature([], tf.string), label_key: tf.io.FixedLenFeature([], tf.int64)}
     records = record_dataset(
         paths or manifest_io.shard_paths(data, manifest, split),
@@ -202,15 +303,12 @@ def image_dataset(
         return parsed[encoded_key], tf.cast(parsed[label_key] - label_offset, tf.int32)
 
     def decode(encoded, label):
-        image = decode_and_resize(encoded, image_size)
-        if augment:
-            image = tf.image.random_flip_left_right(image, seed=seed)
+        image = preprocess_image(encoded, image_size, crop=crop, flip=flip, settings=settings, seed=seed)
         return image, label
 
     # Batched parsing (one parse_example per PARSE_BATCH records), then decoding one image per
     # parallel map call, then the real batch: decoding is the CPU-heavy part and spreads over
-    # every core this way (benchmarked against decoding inside the batched map: see
-    # scripts/benchmark_input.py).
+    # every core this way.
     dataset = (
         records.batch(PARSE_BATCH)
         .map(parse, num_parallel_calls=AUTOTUNE, deterministic=not training)
