@@ -8,12 +8,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from pipeline.contract.manifest import KINDS
 
 _SHARDING_KEYS = ("num_shards", "reader_hosts", "target_shard_mib")
+INSTALLED_COMMAND = "tfrecord-pipeline"  # setup.py's console script
+
+
+def command_name(subcommand: str = "") -> str:
+    """The command as the user typed it, for usage lines: the installed one or `python -m pipeline`."""
+    base = INSTALLED_COMMAND if os.path.basename(sys.argv[0]) == INSTALLED_COMMAND else "python -m pipeline"
+    return f"{base} {subcommand}".strip()
 
 
 def split_fractions(text: str) -> dict[str, float]:

@@ -4,8 +4,10 @@ traceback unless --debug."""
 
 from __future__ import annotations
 
+import importlib
 import pathlib
 import shutil
+import sys
 
 import pytest
 
@@ -129,3 +131,12 @@ def test_every_entry_point_ends_an_unexpected_error_in_one_line(caplog):
     assert "KeyError: \"settings lost ['get']\"" in caplog.text and "Traceback" not in caplog.text
     with pytest.raises(KeyError):
         run(crash, ["get", "--debug"])
+
+
+@pytest.mark.parametrize("module, usage", [("convert", ""), ("refresh", " refresh"), ("inspect", " inspect")])
+def test_usage_names_the_command_as_it_was_called(monkeypatch, module, usage):
+    parser = importlib.import_module(f"pipeline.commands.{module}").parser
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/tfrecord-pipeline"])
+    assert parser().format_usage().startswith(f"usage: tfrecord-pipeline{usage} ")
+    monkeypatch.setattr(sys, "argv", ["/repo/pipeline/__main__.py"])
+    assert parser().format_usage().startswith(f"usage: python -m pipeline{usage} ")

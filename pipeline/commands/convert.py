@@ -21,7 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipeline import storage
 from pipeline.config import ConfigError, load_config
 from pipeline.contract.versions import new_version
-from pipeline.flags import CONVERT_FLAGS, config_overrides, make_parser, parse_command_line
+from pipeline.flags import CONVERT_FLAGS, command_name, config_overrides, make_parser, parse_command_line
 from pipeline.folder_store import FolderPublication
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.lease import Lease, LeaseHeldError
@@ -36,7 +36,7 @@ _LOG = logging.getLogger("pipeline")
 
 def parser() -> argparse.ArgumentParser:
     return make_parser(
-        "python -m pipeline",
+        command_name(),
         "Convert images or CSV files into sharded GZIP TFRecords of tf.train.Example, with a manifest.json.",
         CONVERT_FLAGS,
     )

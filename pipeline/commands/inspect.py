@@ -20,6 +20,7 @@ from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_
 from pipeline.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
 from pipeline.contract.tf_import import TensorFlowMissingError, import_tensorflow
 from pipeline.contract.versions import LatestPointerError, resolve_dataset
+from pipeline.flags import command_name
 from pipeline.report import dataset_summary, errors_text, first_errors, rejected_summary
 from pipeline.verify import verify
 
@@ -29,7 +30,7 @@ DEFAULT_SAMPLES = 16
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m pipeline inspect",
+        prog=command_name("inspect"),
         description="Show what a converted dataset (local or gs://) holds; --verify checks every "
         "record against the manifest; --contact_sheet draws sample images.",
     )

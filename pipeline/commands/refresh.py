@@ -35,7 +35,7 @@ from pipeline.config import Config, ConfigError, load_config, to_dict
 from pipeline.contract.layout import join
 from pipeline.contract.manifest import ManifestError, read_manifest
 from pipeline.contract.versions import LatestPointerError, new_version
-from pipeline.flags import REFRESH_FLAGS, config_overrides, make_parser, parse_command_line
+from pipeline.flags import REFRESH_FLAGS, command_name, config_overrides, make_parser, parse_command_line
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.lease import Lease, LeaseHeldError
 from pipeline.planning import Plan, PlanError, make_plan
@@ -52,7 +52,7 @@ _NOT_SETTINGS = ("output", "overwrite", "planned_shards", "planned_split_bytes")
 
 def parser() -> argparse.ArgumentParser:
     return make_parser(
-        "python -m pipeline refresh",
+        command_name("refresh"),
         "Publish a new version of a dataset: convert into OUTPUT/<UTC timestamp>/, then point "
         "OUTPUT/LATEST at it, only if the run succeeded; unchanged input is skipped.",
         REFRESH_FLAGS,
