@@ -96,3 +96,29 @@ def test_tabular_csv_on_gcs(gcs_emulator, gcs_bucket, tmp_path):
     )
     assert len(ids) == manifest.counts.written == manifest.counts.listed
     assert set(expected) <= set(ids)  # the plain files' rows; the .gz file's rows make up the rest
+
+
+def test_uncompressed_with_indexes_and_tfds_metadata_on_gcs(gcs_emulator, gcs_bucket, tmp_path):
+    """The read-back writes the indexes and the publication the TFDS files through GCS as well;
+    what the manifest names is all there and matches the shards."""
+    local = small_sample(tmp_path, per_class=4)
+    gcs_emulator.upload_dir(local, f"gs://{gcs_bucket}/raw")
+    out = f"gs://{gcs_bucket}/plain"
+    argv = ["--input", f"gs://{gcs_bucket}/raw", "--output", out, "--max_error_fraction", "0.5"]
+    assert main([*argv, "--compression", "none", "--index", "--num_shards", "2"]) == 0
+
+    dataset = download_dataset(gcs_emulator, out, tmp_path / "dl")
+    manifest = load_manifest(dataset)
+    assert manifest.compression == "NONE" and {"dataset_info.json", "features.json"} <= set(manifest.metadata_files)
+    for name, split in manifest.splits.items():
+        assert len(read_split(dataset, name)) == split.records == sum(split.shard_lengths)
+        for shard, index in zip(split.shards, split.index_files, strict=True):
+            lines = (dataset / index).read_text().splitlines()
+            assert len(lines) == len(read_split_shard(dataset / shard))
+            assert sum(int(line.split()[1]) for line in lines) == (dataset / shard).stat().st_size
+    for name in manifest.metadata_files:
+        assert (dataset / name).exists()
+
+
+def read_split_shard(path: pathlib.Path) -> list[bytes]:
+    return [r.numpy() for r in tf.data.TFRecordDataset(str(path))]
