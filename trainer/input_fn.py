@@ -4,7 +4,8 @@ says), built the way the TPU reference readers build them:
     shard files (from the manifest) -> [shard(num_input_pipelines, index)] -> shuffle files -> repeat
     -> interleave(TFRecordDataset(compression, buffer_size), parallel, non-deterministic when training)
     -> shuffle(records) -> batch -> parse_example (one op per batch, not one per record)
-    -> decode + resize to a fixed size -> batch(drop_remainder=True) -> prefetch(AUTOTUNE)
+    -> crop + decode (only the crop of a JPEG) + resize to a fixed size -> batch(drop_remainder=True)
+    -> prefetch(AUTOTUNE)
 
 Evaluation reads the same way without shuffling and in a deterministic order. Batch sizes given
 here are per input pipeline / per replica (`InputContext.get_per_replica_batch_size`); every batch

@@ -2,6 +2,7 @@
 
     python -m trainer --data DEST --model_dir DIR [--tpu NAME] [--epochs N | --steps N]
                       [--batch_size N] [--image_size N] [--architecture small_cnn|resnet50|...]
+                      [--train_crop random|center|none] [--eval_crop center|none] [--no_flip]
                       [--label COLUMN --num_classes K]   (tabular datasets)
                       [--mixed_precision]
 
@@ -85,6 +86,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--shuffle_buffer", type=int, default=input_fn.DEFAULT_SHUFFLE_BUFFER, help="records in the shuffle buffer"
     )
+    p.add_argument(
+        "--train_crop",
+        default="random",
+        choices=input_fn.TRAIN_CROPS,
+        help="training images: random (Inception-style sampled box, default), center or none (whole image)",
+    )
+    p.add_argument(
+        "--eval_crop",
+        default="center",
+        choices=input_fn.EVAL_CROPS,
+        help=f"evaluation images: center ({input_fn.CENTER_CROP_FRACTION:g} of the short side, default) or none",
+    )
+    p.add_argument("--no_flip", dest="flip", action="store_false", help="no random left-right flip in training")
     p.add_argument("--train_split", default="train")
     p.add_argument("--eval_split", default="validation")
     p.add_argument(
@@ -176,6 +190,7 @@ def plan_job(args: argparse.Namespace) -> Job:
             image_size=args.image_size,
             shuffle_buffer=args.shuffle_buffer,
             seed=args.seed,
+            augmentation=input_fn.Augmentation(train_crop=args.train_crop, eval_crop=args.eval_crop, flip=args.flip),
         ),
         True,
         num_classes,
