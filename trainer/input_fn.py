@@ -250,11 +250,6 @@ def preprocess_image(
     return tf.ensure_shape(image, [image_size, image_size, 3])
 
 
-def decode_and_resize(encoded: tf.Tensor, image_size: int) -> tf.Tensor:
-    """One encoded image, whole, -> uint8 [image_size, image_size, 3] (JPEGs DCT-scaled)."""
-    return preprocess_image(encoded, image_size)
-
-
 def image_dataset(
     data: str,
     manifest: Manifest,
