@@ -212,6 +212,7 @@ class GcsEmulator:
             # in use") it prints a traceback and hangs instead of exiting.
             output = self._read_log()
             if "Traceback (most recent call last)" in output:
+                output = self._settled_log(output)  # the traceback may still be being written
                 self._kill()
                 raise GcsEmulatorError(
                     f"gcp-storage-emulator failed to start on {self.url}.\ncommand: {shown}\noutput:\n{output}"
@@ -229,6 +230,17 @@ class GcsEmulator:
             f"{self.start_timeout:.0f}s (last error: {last_err!r}).\n"
             f"command: {shown}\noutput:\n{self._read_log()}"
         )
+
+    def _settled_log(self, output: str, quiet: float = 0.2, limit: float = 3.0) -> str:
+        """The log once it has stopped growing for `quiet` seconds (at most `limit` seconds)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            later = self._read_log()
+            if later == output:
+                break
+            output = later
+        return output
 
     def _read_log(self) -> str:
         try:
