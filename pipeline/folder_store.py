@@ -31,8 +31,8 @@ from pipeline.contract.layout import (
     join,
 )
 from pipeline.contract.manifest import Manifest, ManifestError, SplitInfo, read_rejected_manifest
-from pipeline.lease import LEASE_NAME, lease_problems
-from pipeline.publish import with_reader_metadata, write_manifest, write_rejection
+from pipeline.lease import LEASE_NAME
+from pipeline.publish import rejected_if_untrusted, with_reader_metadata, write_manifest
 
 _LOG = logging.getLogger(__name__)
 
@@ -120,11 +120,7 @@ class FolderPublication:
         return join(self.output, STAGING_PREFIX + self.run) if self.staged else self.output
 
     def publish(self, manifest: Manifest) -> None:
-        if not self.unattended:
-            lost = lease_problems(self.output, self.run)
-            manifest = dataclasses.replace(manifest, rejected=(*manifest.rejected, *lost))
-        if manifest.rejected:
-            write_rejection(self.folder, manifest, fail_job=self.unattended)
+        if rejected_if_untrusted(manifest, self.folder, self.output, self.run, self.unattended):
             return
         if not self.staged:
             write_manifest(self.output, with_reader_metadata(self.output, manifest))

@@ -20,6 +20,7 @@ from pipeline import storage
 from pipeline.contract.features import IMAGE_KEY_DTYPES
 from pipeline.contract.layout import INDEX_SUFFIX, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, join
 from pipeline.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
+from pipeline.lease import lease_problems
 from pipeline.planning import Plan
 from pipeline.readback import ShardCount, shard_problems
 from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
@@ -83,6 +84,17 @@ def write_rejection(folder: str, manifest: Manifest, fail_job: bool) -> None:
     _LOG.error("%s not published: %s", folder, "; ".join(manifest.rejected))
     if fail_job:
         raise RunRejectedError(f"{folder} not published: " + "; ".join(manifest.rejected))
+
+
+def rejected_if_untrusted(manifest: Manifest, folder: str, leased: str, run: str, unattended: bool) -> bool:
+    """What every Publication does first: a run that lost `leased`'s lease (a waiting launcher
+    holds one; an unattended job has none) must not be trusted either; an untrusted run is
+    recorded in `folder` (write_rejection). True when it was: the caller commits nothing."""
+    if not unattended:
+        manifest = dataclasses.replace(manifest, rejected=(*manifest.rejected, *lease_problems(leased, run)))
+    if manifest.rejected:
+        write_rejection(folder, manifest, fail_job=unattended)
+    return bool(manifest.rejected)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,8 +20,7 @@ from pipeline import storage
 from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join
 from pipeline.contract.manifest import Manifest
 from pipeline.contract.versions import LATEST_NAME, is_version, read_pointer, version_time
-from pipeline.lease import lease_problems
-from pipeline.publish import with_reader_metadata, write_manifest, write_rejection
+from pipeline.publish import rejected_if_untrusted, with_reader_metadata, write_manifest
 from transforms.outcomes import counter
 
 _LOG = logging.getLogger(__name__)
@@ -100,11 +99,7 @@ class VersionPublication:
         return self.version
 
     def publish(self, manifest: Manifest) -> None:
-        if not self.unattended:
-            lost = lease_problems(self.root, self.version)
-            manifest = dataclasses.replace(manifest, rejected=(*manifest.rejected, *lost))
-        if manifest.rejected:
-            write_rejection(self.folder, manifest, fail_job=self.unattended)
+        if rejected_if_untrusted(manifest, self.folder, self.root, self.version, self.unattended):
             return
         write_manifest(self.folder, with_reader_metadata(self.folder, manifest))
         self.advance(manifest)
