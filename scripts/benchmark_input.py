@@ -30,7 +30,9 @@ shuffle buffer, thread pools ramping up), as the seeds' first epoch does; its se
 steady state a training job runs in. The seeds' second epoch comes from its cache (resize only).
 Runs alternate between the readers (spreading the noise of other processes); each reader is warmed
 up first; medians of --runs are reported, with a read + parse only row as the ceiling without
-decoding.
+decoding, and two decode floors (the random and the center window of each JPEG decoded at the
+coarsest DCT scale, no resize): less work than any reader that shows the model that window, so
+their speed-up over the seeds' reader bounds what decoding less can reach on this corpus and CPU.
 """
 
 from __future__ import annotations
@@ -90,6 +92,31 @@ def trainer_reader(data, manifest, paths, batch_size: int, image_size: int, trai
     )
 
 
+def decode_floor(manifest, paths, batch_size: int, crop: str) -> tf.data.Dataset:
+    """Less work than any reader that decodes the window the model sees: read + parse as the
+    trainer does, then the `crop` window of each JPEG decoded at the coarsest DCT scale (ratio 8,
+    nearly all of it entropy decoding, which no scale or crop skips for the rows above the window's
+    bottom), no resize. Its img/s bounds what decoding less can gain on this corpus and CPU."""
+    from trainer import input_fn  # the repository is on sys.path from main() on
+
+    keys = manifest.image_keys
+    settings = input_fn.Augmentation()
+
+    def decode(encoded):
+        window = input_fn.crop_window(tf.io.extract_jpeg_shape(encoded), crop, settings, seed=None)
+        return tf.reduce_max(tf.io.decode_and_crop_jpeg(encoded, window // 8, channels=3, ratio=8))
+
+    return (
+        input_fn.record_dataset(paths, training=True)
+        .batch(input_fn.PARSE_BATCH)
+        .map(lambda r: tf.io.parse_example(r, {keys["encoded"]: tf.io.FixedLenFeature([], tf.string)})[keys["encoded"]])
+        .unbatch()
+        .map(decode, num_parallel_calls=AUTOTUNE, deterministic=False)
+        .batch(batch_size, drop_remainder=True)
+        .prefetch(AUTOTUNE)
+    )
+
+
 def parse_only(manifest, paths, batch_size: int) -> tf.data.Dataset:
     from trainer import input_fn  # the repository is on sys.path from main() on
 
@@ -119,7 +146,13 @@ def timed_epoch(
             iterator = iter(dataset)
         for _ in range(batches):
             element = next(iterator)
-            images = element[0] if isinstance(element, tuple) else next(iter(element.values()))
+            images = (
+                element[0]
+                if isinstance(element, tuple)
+                else next(iter(element.values()))
+                if isinstance(element, dict)
+                else element
+            )
             assert images.shape[0] == batch_size
         now, cpu_now = time.perf_counter(), time.process_time()
         figures.append(
@@ -188,6 +221,12 @@ def main(argv=None) -> int:
                 print(f"  run {run + 1}: {name:<52} {figures[0]:8.0f} img/s  {figures[1]:6.2f} CPU ms/img", flush=True)
     parse = "trainer: read + parse only (no decode)"
     runs[parse] = [timed_epoch(lambda: parse_only(manifest, paths, bs), batches, bs)[0] for _ in range(args.runs)]
+    floors = {crop: f"decode floor: {crop} window at ratio 8, no resize" for crop in ("random", "center")}
+    for crop, name in floors.items():
+        runs[name] = [
+            timed_epoch(lambda crop=crop: decode_floor(manifest, paths, bs, crop), batches, bs)[0]
+            for _ in range(args.runs)
+        ]
 
     medians = {
         name: (statistics.median(r for r, _ in figures), statistics.median(c for _, c in figures))
@@ -204,6 +243,10 @@ def main(argv=None) -> int:
         "evaluation": medians[evaluation][0] / medians[seeds][0],
         "cold_vs_literal": medians[trainer][0] / medians[literal][0],
     }
+    bound = {
+        "training": medians[floors["random"]][0] / medians[seeds][0],
+        "evaluation": medians[floors["center"]][0] / medians[seeds][0],
+    }
     cpu_ratio = {
         "cold": medians[seeds][1] / medians[trainer][1],
         "steady": medians[seeds][1] / medians[trainer_steady][1],
@@ -219,6 +262,9 @@ def main(argv=None) -> int:
         f"\n  trainer, training, steady state (what a training job sees after its first epoch): "
         f"{speedup['steady']:.2f}x img/s, "
         f"{cpu_ratio['steady']:.2f}x less CPU per image"
+        f"\nbound (the decode floors over the seeds' reader's 1st epoch; no reader that decodes the window "
+        f"each image shows can pass it on this CPU): training {bound['training']:.2f}x, "
+        f"evaluation {bound['evaluation']:.2f}x"
     )
     if args.json:
         pathlib.Path(args.json).write_text(
@@ -233,6 +279,7 @@ def main(argv=None) -> int:
                     "medians": medians,
                     "speedup": speedup,
                     "cpu_ratio": cpu_ratio,
+                    "bound": bound,
                 },
                 indent=2,
             )

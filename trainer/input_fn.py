@@ -174,7 +174,7 @@ def _center_window(height: tf.Tensor, width: tf.Tensor, fraction: float) -> tf.T
     return tf.stack([(height - side + 1) // 2, (width - side + 1) // 2, side, side])
 
 
-def _crop_window(shape: tf.Tensor, crop: str, settings: Augmentation, seed: int | None) -> tf.Tensor:
+def crop_window(shape: tf.Tensor, crop: str, settings: Augmentation, seed: int | None) -> tf.Tensor:
     """[y, x, h, w] of the region of an image of `shape` ([h, w, c]) the model will see."""
     height, width = shape[0], shape[1]
     if crop == "none":
@@ -234,11 +234,11 @@ def preprocess_image(
     settings = settings or Augmentation()
 
     def jpeg():
-        return decode_window(encoded, _crop_window(tf.io.extract_jpeg_shape(encoded), crop, settings, seed), image_size)
+        return decode_window(encoded, crop_window(tf.io.extract_jpeg_shape(encoded), crop, settings, seed), image_size)
 
     def other():
         image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
-        window = _crop_window(tf.shape(image), crop, settings, seed)
+        window = crop_window(tf.shape(image), crop, settings, seed)
         return tf.slice(image, tf.stack([window[0], window[1], 0]), tf.stack([window[2], window[3], 3]))
 
     image = tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
