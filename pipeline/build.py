@@ -12,6 +12,7 @@ from pipeline.config import Config, to_dict
 from pipeline.planning import Plan
 from pipeline.publish import Publication, PublishManifest, RunSettings
 from pipeline.readback import ReadBackShards
+from pipeline.runners import check_processes
 from transforms.images import ReadImages
 from transforms.outcomes import DEAD_LETTERS, SummarizeOutcomes, written
 from transforms.permute import PermuteOrder
@@ -56,6 +57,7 @@ def _image_records(p, plan: Plan, config: Config) -> Outcomes:
                 config.image.read_threads,
                 label_offset=config.image.label_offset,
                 encoding=config.image.encoding,
+                check_processes=check_processes(p.options, config.image.local_check_processes),
             )
         ).with_outputs(DEAD_LETTERS, main="records")
     )

@@ -26,7 +26,7 @@ from pipeline.contract.features import DEFAULT_IMAGE_KEYS
 from pipeline.contract.manifest import KINDS
 from pipeline.flags import CONVERT_FLAGS
 from pipeline.sharding import ShardConfig
-from transforms.image_check import ALPHA_MODES, Encoding, max_pixels_limit
+from transforms.image_check import ALPHA_MODES, DEFAULT_MAX_PIXELS, Encoding, max_pixels_limit
 from transforms.splits import check_split_name
 from transforms.tabular import DECLARABLE_TYPES
 
@@ -76,11 +76,13 @@ class ImageConfig(pydantic.BaseModel):
 
     # matched case-insensitively; `jpg` and `.JPG` are normalised to `.jpg`
     extensions: Annotated[tuple[Str, ...], Field(min_length=1)] = IMAGE_EXTENSIONS
-    # Pillow's decompression-bomb threshold by default: ~9.5k x 9.5k
-    max_pixels: Annotated[Int, Field(ge=1, le=max_pixels_limit())] = 89_478_485
+    max_pixels: Annotated[Int, Field(ge=1, le=max_pixels_limit())] = DEFAULT_MAX_PIXELS
     # files read and checked at once per worker thread (see transforms.images)
     read_threads: Annotated[Int, Field(ge=1)] = 4
     read_batch: Annotated[Int, Field(ge=1)] = 32  # sources handed to those threads at a time
+    # image checks in this many worker processes on the default local runner ("auto": one per usable
+    # core when there are several); other runners check on the threads (pipeline.runners.check_processes)
+    local_check_processes: Literal["auto"] | Annotated[Int, Field(ge=0)] = "auto"
     keys: dict[Str, Name] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_KEYS))
     # Reader profiles (configs/tpu_resnet.yaml). image/class/label = label id + label_offset: 1 for
     # ImageNet-style readers, whose labels are 1-based. The manifest records it.

@@ -17,7 +17,8 @@ import apache_beam as beam
 from pipeline import storage
 from pipeline.contract.layout import INDEX_SUFFIX, ShardedFileTemplate, join
 from pipeline.planning import Plan
-from pipeline.tfrecord_reader import FRAMING_BYTES, RecordError, read_framed_records
+from pipeline.tfrecord_framing import FRAMING_BYTES
+from pipeline.tfrecord_reader import RecordError, read_framed_records
 from transforms.outcomes import counter
 
 

@@ -4,7 +4,8 @@ Without --runner the job runs in this process, on one of two local runners; both
 record in memory (their throughput and peak memory: README, Performance):
 
 * lean (the default): Beam's BundleBasedDirectRunner. Bundles run on one thread, but ReadImages
-  checks images on its own threads and GZIP goes through ISA-L, so both run at once.
+  checks images in worker processes, one per usable core (`image.local_check_processes`), and
+  GZIP goes through ISA-L, which releases the GIL.
 * parallel (`--direct_num_workers N`, N > 1, or 0 for one per core): the FnApiRunner with N
   in-process workers (direct_running_mode in_memory, GroupByKey values paged through its state
   API). Its workers are threads under one GIL, and it holds more per input byte.
@@ -52,9 +53,13 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from transforms.check_pool import usable_cores
+
 _LOG = logging.getLogger("pipeline")
 
 PARALLEL, LEAN = "FnApiRunner", "BundleBasedDirectRunner"
+AUTO = "auto"  # image.local_check_processes: sized from the cores
+AUTO_PROCESSES_FROM_CORES = 3
 _GB = 1e9
 # Peak RSS = base + per_input_byte * listed input bytes, fitted to scripts/benchmark.py's corpus.
 _PEAK_MODEL = {PARALLEL: (0.25 * _GB, 2.5), LEAN: (0.2 * _GB, 1.05)}
@@ -187,6 +192,20 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
             "a run whose shards lose records is rejected (exit 1): in_memory is the safe mode"
         )
     return options
+
+
+def check_processes(options: PipelineOptions, setting: int | str) -> int:
+    """How many processes check images (transforms.check_pool) for ReadImages: on the lean local
+    runner `setting`, where "auto" is one per usable core from AUTO_PROCESSES_FROM_CORES cores on
+    (below that, ReadImages' threads keep the cores as busy: README, Performance); 0 (checks on
+    the threads) on every other runner: Dataflow runs an SDK process per core already, and the
+    parallel runner a ReadImages per worker thread."""
+    if options.view_as(StandardOptions).runner != LEAN:
+        return 0
+    if setting == AUTO:
+        cores = usable_cores()
+        return cores if cores >= AUTO_PROCESSES_FROM_CORES else 0
+    return int(setting)
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:

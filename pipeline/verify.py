@@ -22,7 +22,8 @@ from pipeline.contract.features import parse_spec
 from pipeline.contract.layout import join, record_files
 from pipeline.contract.manifest import Manifest
 from pipeline.readback import index_text
-from pipeline.tfrecord_reader import FRAMING_BYTES, RecordError, read_framed_records
+from pipeline.tfrecord_framing import FRAMING_BYTES
+from pipeline.tfrecord_reader import RecordError, read_framed_records
 
 _LOG = logging.getLogger(__name__)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import os
 import statistics
-import struct
 import tempfile
 import time
 import zlib
@@ -15,7 +14,8 @@ from isal import isal_zlib
 from PIL import Image
 
 from pipeline.config import ImageConfig
-from pipeline.tfrecord_reader import masked_crc32c, read_records
+from pipeline.tfrecord_framing import framed
+from pipeline.tfrecord_reader import read_records
 from transforms.image_check import check_image
 
 
@@ -45,15 +45,9 @@ def _read_back_us(blobs: list[bytes], runs: int) -> float:
     CRCs) per record, over one GZIP TFRecord shard of the blobs on local disk."""
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "shard.tfrecord.gz")
-        framed = b"".join(
-            struct.pack("<Q", len(b))
-            + struct.pack("<I", masked_crc32c(struct.pack("<Q", len(b))))
-            + b
-            + struct.pack("<I", masked_crc32c(b))
-            for b in blobs
-        )
+        records = b"".join(piece for b in blobs for piece in framed(b))
         with open(path, "wb") as f:
-            f.write(_gzip_with(isal_zlib)(framed))
+            f.write(_gzip_with(isal_zlib)(records))
         return statistics.median(_timed_read(path, len(blobs)) for _ in range(runs))
 
 

@@ -1,5 +1,6 @@
-"""What the benchmark reports: each variant's medians over its runs and its ratios to the two
-baselines (throughput to serial_tf, memory to plain_beam), as a table on stdout and as JSON."""
+"""What the benchmark reports: each variant's medians over its runs, its ratios to the two
+baselines (throughput to serial_tf, memory to plain_beam) and each pipeline variant's throughput
+against the floor on the same cores, as a table on stdout and as JSON."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import platform
 import statistics
 
-from bench_settings import PIPELINE_VARIANTS
+from bench_settings import FLOOR_VARIANTS, PINNED_CPUS, PIPELINE_VARIANTS
 
 TABLE_NOTES = (
     "\nimg/s, MB/s: corpus files / input bytes over the subprocess' wall-clock time, start-up included;"
@@ -49,6 +50,29 @@ def _baseline(results: dict, variant: str, figure: str):
     return results.get(variant, {}).get("median", {}).get(figure)
 
 
+def _floor_on_same_cpus(variant: str) -> str | None:
+    return next((f for f in FLOOR_VARIANTS if PINNED_CPUS.get(f) == PINNED_CPUS.get(variant)), None)
+
+
+def _vs_floor(variant: str, results: dict) -> dict | None:
+    """A pipeline variant's median img/s over those of the floor on the same cores: wall-clock
+    (start-up included) and in-job (its summary's elapsed against the floor's work_s); None unless
+    both ran."""
+    if variant not in PIPELINE_VARIANTS:
+        return None
+    floor = _floor_on_same_cpus(variant)
+    med, floor_med = results[variant].get("median"), results.get(floor, {}).get("median")
+    if not med or not floor_med:
+        return None
+    work, floor_work = med["work_images_per_s"], floor_med["work_images_per_s"]
+    return {
+        "floor": floor,
+        "cores": len(PINNED_CPUS.get(variant, os.sched_getaffinity(0))),
+        "wall": med["images_per_s"] / floor_med["images_per_s"],
+        "in_job": work / floor_work if work and floor_work else None,
+    }
+
+
 def summarize_all(variants: list[str], runs: dict, verified: dict, problems: dict) -> dict:
     """{variant: summary}, with each variant's output check, problems and ratios to the baselines."""
     results = {}
@@ -60,7 +84,7 @@ def summarize_all(variants: list[str], runs: dict, verified: dict, problems: dic
     base_tp = _baseline(results, "serial_tf", "images_per_s")
     base_rss = _baseline(results, "plain_beam", "peak_rss_mb")
     base_work = _baseline(results, "serial_tf", "work_images_per_s")
-    for summary in results.values():
+    for variant, summary in results.items():
         med = summary.get("median")
         if med:
             work = med["work_images_per_s"]
@@ -68,6 +92,7 @@ def summarize_all(variants: list[str], runs: dict, verified: dict, problems: dic
                 "throughput_vs_serial_tf": med["images_per_s"] / base_tp if base_tp else None,
                 "work_throughput_vs_serial_tf": work / base_work if base_work and work else None,
                 "peak_rss_vs_plain_beam": med["peak_rss_mb"] / base_rss if base_rss else None,
+                "vs_floor": _vs_floor(variant, results),
             }
     return results
 
@@ -118,9 +143,22 @@ def print_table(results: dict, corpus: dict, runs: int) -> None:
     ]
     if work:
         print(f"after start-up (img/s work) vs serial_tf: {', '.join(work)}")
+    print_floor_ratios(results)
     for variant, summary in results.items():
         for problem in summary.get("problems", []):
             print(f"\n[{variant}] {problem}")
+
+
+def print_floor_ratios(results: dict) -> None:
+    """One line per pipeline variant that ran beside the floor on its cores."""
+    for variant, summary in results.items():
+        ratio = summary.get("ratios", {}).get("vs_floor")
+        if ratio:
+            cores = f"{ratio['cores']} core{'s' if ratio['cores'] > 1 else ''}"
+            print(
+                f"{variant} / {ratio['floor']} ({cores}): wall {ratio['wall']:.2f}x, "
+                f"in-job {_fmt(ratio['in_job'], '.2f', 'x')}"
+            )
 
 
 def print_per_image_costs(costs: dict, results: dict, runs: int) -> None:

@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 from bench_measure import run_measured, tail
-from bench_settings import BENCHMARK_SCRIPT, PIPELINE_VARIANTS
+from bench_settings import BENCHMARK_SCRIPT, FLOOR_VARIANTS, PINNED_CPUS, PIPELINE_VARIANTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,18 +28,28 @@ class RunSettings:
     tmp: str | None
 
 
+def pinning(variant: str) -> list[str]:
+    """The `taskset` words that pin a variant to its PINNED_CPUS (none for the others)."""
+    if variant not in PINNED_CPUS:
+        return []
+    taskset = shutil.which("taskset")
+    if taskset is None:
+        raise SystemExit(f"variant {variant} runs under taskset, which is not installed (util-linux)")
+    return [taskset, "-c", ",".join(map(str, PINNED_CPUS[variant]))]
+
+
 def variant_command(variant: str, settings: RunSettings, dest: str) -> list[str]:
     corpus = settings.corpus["path"]
     if variant in PIPELINE_VARIANTS:
         cli = ["--input", corpus, "--output", dest, "--overwrite", *PIPELINE_VARIANTS[variant]]
-        return [sys.executable, "-m", "pipeline", *cli, *settings.pipeline_args]
+        return [*pinning(variant), sys.executable, "-m", "pipeline", *cli, *settings.pipeline_args]
     worker = ["--worker", variant, "--corpus", corpus, "--dest", dest, "--extensions", ",".join(settings.extensions)]
-    return [sys.executable, BENCHMARK_SCRIPT, *worker]
+    return [*pinning(variant), sys.executable, BENCHMARK_SCRIPT, *worker]
 
 
 def verify_output(variant: str, dest: str, log_dir: str, timeout: float) -> dict:
-    """What the `count` worker finds in a run's output folder (nothing to count for `floor`)."""
-    if variant == "floor":
+    """What the `count` worker finds in a run's output folder (nothing to count for the floors)."""
+    if variant in FLOOR_VARIANTS:
         return {}
     cmd = [sys.executable, BENCHMARK_SCRIPT, "--worker", "count", "--dest", dest]
     vdir = os.path.join(log_dir, "verify")
@@ -91,6 +101,8 @@ class RoundRobin:
         self.failed: set[str] = set()
 
     def run_all(self) -> None:
+        for variant in self.variants:
+            pinning(variant)  # a missing taskset fails here, before any run
         work_root = tempfile.mkdtemp(prefix="benchmark-", dir=self.settings.tmp)
         try:
             for run_index in range(self.settings.runs):
@@ -135,5 +147,5 @@ class RoundRobin:
         files = self.settings.corpus["files"]
         if "verify_error" in check:
             self.problems[variant].append(f"verification failed:\n{check['verify_error']}")
-        elif variant != "floor" and check.get("records") != files:
+        elif variant not in FLOOR_VARIANTS and check.get("records") != files:
             self.problems[variant].append(f"wrote {check.get('records')} records for {files} input files: {check}")

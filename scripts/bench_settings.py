@@ -14,15 +14,30 @@ REPO_ROOT = os.path.dirname(SCRIPTS_DIR)
 BENCHMARK_SCRIPT = os.path.join(SCRIPTS_DIR, "benchmark.py")
 DEFAULT_CORPUS = os.path.join(REPO_ROOT, "bench", "photos")
 
-VARIANTS = ("pipeline", "pipeline_uncompressed", "pipeline_parallel", "serial_tf", "plain_beam", "floor")
+VARIANTS = (
+    "pipeline",
+    "pipeline_uncompressed",
+    "pipeline_parallel",
+    "pipeline_1core",
+    "serial_tf",
+    "plain_beam",
+    "floor",
+    "floor_1core",
+)
 # The pipeline variants: their CLI words after `python -m pipeline --input C --output D --overwrite`.
 PIPELINE_VARIANTS = {
     "pipeline": [],
     "pipeline_uncompressed": ["--compression", "none"],
     "pipeline_parallel": ["--direct_num_workers", "0"],
+    "pipeline_1core": [],
 }
+# The floors (bench_variants.worker_floor): the work every image needs, on every core they may use.
+# They write no output, so there is nothing to verify.
+FLOOR_VARIANTS = ("floor", "floor_1core")
+# Variants run under `taskset -c CPUS`, so that a pipeline and its floor are compared on the same cores.
+PINNED_CPUS = {"pipeline_1core": (0,), "floor_1core": (0,)}
 # What `--worker` runs: the script variants, and `count` (the untimed check of an output folder).
-WORKERS = ("serial_tf", "plain_beam", "floor", "count")
+WORKERS = ("serial_tf", "plain_beam", *FLOOR_VARIANTS, "count")
 
 # Prefixes the JSON line a worker prints for the driver.
 RESULT_TAG = "BENCHMARK_RESULT "

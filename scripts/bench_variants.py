@@ -2,8 +2,9 @@
 its own timed subprocess, and the untimed `count` worker that checks an output folder.
 
 A subprocess' wall-clock time includes its imports, so each worker imports what its variant needs
-inside its own function: the `floor` variant stays on the standard library. The project modules
-imported here (pipeline.contract) use neither Beam nor TensorFlow.
+inside its own function. pipeline.contract, which every variant imports, uses neither Beam nor
+TensorFlow; the floors import only the pipeline's own per-image code (transforms.image_check,
+transforms.example_proto), which uses neither either.
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ import os
 import pathlib
 import sys
 import time
+from collections.abc import Iterator
 
 from bench_corpus import list_corpus
-from bench_settings import RESULT_TAG
+from bench_settings import FLOOR_VARIANTS, RESULT_TAG
 
 # The plain Beam variant's shard count: a fixed, typical choice, not planned from the input.
 PLAIN_BEAM_SHARDS = 8
+# Chunks per floor process: contiguous runs of files, several per process so that none waits long
+# for the slowest.
+FLOOR_CHUNKS_PER_PROCESS = 4
 
 
 def _label_ids(items):
@@ -129,23 +134,84 @@ def worker_plain_beam(items, dest) -> dict:
     return {"work_s": time.perf_counter() - t0}
 
 
-def _gzip_size(path: str) -> int:
-    import gzip
+def _floor_example(path: str, key: str, label: str, label_id: int, keys: dict, max_pixels: int) -> bytes | None:
+    """The Example the pipeline writes for one file (transforms.images.ReadImages._convert), or None
+    where the integrity check refuses it."""
+    from pipeline.contract.features import source_id
+    from transforms.example_proto import encode_example
+    from transforms.image_check import BadImage, check_image
 
     with open(path, "rb") as f:
-        return len(gzip.compress(f.read(), compresslevel=6, mtime=0))
+        data = f.read()
+    try:
+        image = check_image(data, max_pixels)
+    except BadImage:
+        return None
+    return encode_example(
+        {
+            keys["encoded"]: image.data,
+            keys["format"]: image.format,
+            keys["height"]: image.height,
+            keys["width"]: image.width,
+            keys["channels"]: image.channels,
+            keys["label"]: label_id,
+            keys["text"]: label,
+            keys["filename"]: path,
+            keys["source_id"]: source_id(key),
+        }
+    )
 
 
-def worker_floor(items, dest) -> dict:
-    """Reads and gzip-compresses every file on every core, discarding the output: roughly the least
-    work any converter that compresses with the stdlib's zlib must do."""
+def gzip_chunk(chunk: list[tuple], keys: dict, max_pixels: int, tally: dict) -> Iterator[bytes]:
+    """The GZIP stream of one chunk's (path, key, label, label id) as TFRecords, piece by piece: one
+    ISA-L stream per chunk, as Beam's CompressedFile writes one per shard. Counts `records` and
+    `errors` in `tally`."""
+    from isal import isal_zlib
+
+    from pipeline.tfrecord_framing import framed
+
+    compressor = isal_zlib.compressobj(isal_zlib.Z_DEFAULT_COMPRESSION, isal_zlib.DEFLATED, isal_zlib.MAX_WBITS | 16)
+    for item in chunk:
+        payload = _floor_example(*item, keys, max_pixels)
+        if payload is None:
+            tally["errors"] += 1
+            continue
+        tally["records"] += 1
+        for part in framed(payload):
+            yield compressor.compress(part)
+    yield compressor.flush()
+
+
+def floor_chunk(chunk: list[tuple], keys: dict, max_pixels: int) -> dict:
+    """A pool task: one chunk's records, errors and GZIP bytes (the stream itself is discarded)."""
+    tally = {"records": 0, "errors": 0}
+    tally["compressed_bytes"] = sum(len(piece) for piece in gzip_chunk(chunk, keys, max_pixels, tally))
+    return tally
+
+
+def worker_floor(items, corpus: str) -> dict:
+    """The necessary work, in plain processes: per image, what the pipeline must do and nothing else
+    (read, integrity check, Example, TFRecord framing, GZIP through ISA-L), on one process per CPU
+    this process may run on, each given contiguous chunks of files. It imports only the modules
+    that do that work (no Beam), so its wall-clock time is the start-up a plain script pays."""
+    import functools
     import multiprocessing
 
+    from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+    from transforms.image_check import DEFAULT_MAX_PIXELS
+
+    ids = _label_ids(items)
+    root = os.path.abspath(corpus)
+    tasks = [(path, os.path.relpath(path, root), label, ids[label]) for path, label in items]
+    processes = len(os.sched_getaffinity(0))
+    size = max(1, -(-len(tasks) // (processes * FLOOR_CHUNKS_PER_PROCESS)))
+    chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
+    task = functools.partial(floor_chunk, keys=DEFAULT_IMAGE_KEYS, max_pixels=DEFAULT_MAX_PIXELS)
     t0 = time.perf_counter()
-    processes = os.cpu_count() or 1
     with multiprocessing.Pool(processes) as pool:
-        compressed = sum(pool.imap_unordered(_gzip_size, [path for path, _ in items], chunksize=16))
-    return {"work_s": time.perf_counter() - t0, "compressed_bytes": compressed, "processes": processes}
+        tallies = list(pool.imap_unordered(task, chunks))
+    result = {key: sum(t[key] for t in tallies) for key in ("records", "errors", "compressed_bytes")}
+    return {"work_s": time.perf_counter() - t0, "processes": processes, **result}
 
 
 def _read_text(path: str) -> str | None:
@@ -197,8 +263,10 @@ def run_worker(args) -> int:
         result = worker_count(args.dest)
     else:
         items = list_corpus(args.corpus, tuple(args.extensions.split(",")))
-        fn = {"serial_tf": worker_serial_tf, "plain_beam": worker_plain_beam, "floor": worker_floor}[args.worker]
-        result = fn(items, args.dest)
+        if args.worker in FLOOR_VARIANTS:
+            result = worker_floor(items, args.corpus)
+        else:
+            result = {"serial_tf": worker_serial_tf, "plain_beam": worker_plain_beam}[args.worker](items, args.dest)
     sys.stdout.flush()
     print(RESULT_TAG + json.dumps(result), flush=True)
     return 0

@@ -4,7 +4,8 @@
 Usage::
 
     python scripts/benchmark.py [--corpus bench/photos]
-                                [--variants pipeline,pipeline_uncompressed,pipeline_parallel,serial_tf,plain_beam,floor]
+                                [--variants pipeline,pipeline_uncompressed,pipeline_parallel,pipeline_1core,
+                                            serial_tf,plain_beam,floor,floor_1core]
                                 [--runs 3] [--pipeline_args "--some_flag value"] [--json results.json]
 
 Runs every variant ``--runs`` times, each run in its own subprocess, round-robin (run 1 of every
@@ -21,7 +22,9 @@ of:
 * peak RSS: the maximum, over samples taken every ~50 ms, of the summed VmRSS of the subprocess and
   all its descendants (read from /proc; shared pages are counted once per process).
 
-plus ratios: throughput vs ``serial_tf`` and peak RSS vs ``plain_beam``.
+plus ratios: throughput vs ``serial_tf``, peak RSS vs ``plain_beam``, and each pipeline variant's
+images/s over those of the floor on the same cores, wall-clock and in-job (its ``elapsed`` against
+the floor's time after imports).
 
 Variants:
 
@@ -34,6 +37,7 @@ Variants:
 ``pipeline_parallel``  the same with ``--direct_num_workers 0``: the FnApiRunner with an
                 in-process worker per core, instead of the CLI's default single-threaded runner
                 (see pipeline/runners.py).
+``pipeline_1core``  ``pipeline`` under ``taskset -c 0``: one core, to compare with ``floor_1core``.
 ``serial_tf``   the TensorFlow tutorials' serial loop: ``tf.io.read_file``, ``tf.io.decode_jpeg`` for
                 the dimensions, a ``tf.train.Example`` (image/encoded, height, width, channels,
                 label, class text, filename, format, under the pipeline's feature keys) written
@@ -41,10 +45,14 @@ Variants:
 ``plain_beam``  the plain Beam pipeline on the DirectRunner (default options):
                 ``Create(paths) | Reshuffle() | ParDo(read bytes, decode_jpeg for the dimensions, build
                 the Example) | Reshuffle() | WriteToTFRecord(GZIP, num_shards=8)``.
-``floor``       reads the same bytes and gzip-compresses them (zlib level 6) in a multiprocessing
-                pool of ``os.cpu_count()`` workers, discarding the output: roughly the least work
-                any converter using the stdlib's zlib must do (the pipeline compresses through
-                ISA-L instead: the per-image line below the table gives both costs).
+``floor``       the necessary work, without Beam's runner: a multiprocessing pool of one process
+                per CPU it may use (``os.sched_getaffinity``), each given contiguous chunks of
+                files, does per file what the pipeline must: read it, ``check_image``, encode the
+                pipeline's Example, frame it as a TFRecord and GZIP it through ISA-L (one stream
+                per chunk), discarding the output. Its wall-clock time includes importing Beam
+                (transforms.images, the pipeline's own code, imports it).
+``floor_1core`` ``floor`` under ``taskset -c 0``, hence one process. The floors write nothing and
+                are not verified. ``taskset`` (util-linux) must be installed for the 1-core variants.
 
 Before timing, the corpus is read once (so every variant sees a warm page cache) and TensorFlow and
 Beam are imported once in a throw-away process (so the first run does not pay for a cold disk

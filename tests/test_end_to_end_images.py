@@ -68,14 +68,17 @@ def messy_folder(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module", params=[[], ["--direct_num_workers", "2"]], ids=["lean", "parallel"])
+@pytest.fixture(scope="module", params=["lean", "lean_check_processes", "parallel"])
 def converted(messy_folder, tmp_path_factory, request):
     """The messy folder converted by each local runner the CLI offers: the default lean
-    single-threaded one and the parallel one (the FnApiRunner with two in-process workers)."""
+    single-threaded one, with its image checks on threads or (as from 3 cores on) in two checking
+    processes, and the parallel one (the FnApiRunner with two in-process workers)."""
     out = tmp_path_factory.mktemp("out") / "dataset"
-    assert (
-        main(["--input", str(messy_folder), "--output", str(out), "--max_error_fraction", "0.5", *request.param]) == 0
-    )
+    config = tmp_path_factory.mktemp("config") / "config.yaml"
+    config.write_text(f"image: {{local_check_processes: {2 if request.param == 'lean_check_processes' else 0}}}\n")
+    runner = ["--direct_num_workers", "2"] if request.param == "parallel" else []
+    args = ["--input", str(messy_folder), "--output", str(out), "--max_error_fraction", "0.5", "--config", str(config)]
+    assert main([*args, *runner]) == 0
     return out
 
 

@@ -21,12 +21,13 @@ from PIL import Image
 from pipeline.cli import main
 from pipeline.commands import inspect
 from pipeline.config import ConfigError, load_config
+from pipeline.contract.features import source_id
 from pipeline.contract.manifest import Manifest
 from pipeline.publish import feature_specs
 from tests.dataset_reader import load_manifest
 from trainer import input_fn
 from transforms.image_check import Encoding
-from transforms.images import ReadImages, source_id
+from transforms.images import ReadImages
 from transforms.outcomes import Record, Source
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -56,6 +56,7 @@ from PIL import Image, UnidentifiedImageError
 
 _LOG = logging.getLogger(__name__)
 
+DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's decompression-bomb threshold: ~9.5k x 9.5k
 # TF fails JPEGs of 2**29 decoded bytes or more (4 per pixel for CMYK), PNGs of 2**29 pixels, BMPs of 2**28.
 _TF_MAX_PIXELS = (1 << 27) - 1
 # What Pillow raises on malformed data (Image.open itself treats the last four as "not this format").
@@ -113,6 +114,9 @@ class BadImage(Exception):
         super().__init__(f"{stage}: {reason}")
         self.stage = stage  # "read", "identify", "dimensions", "decode" or "convert"
         self.reason = reason
+
+    def __reduce__(self):  # crosses from a checking process (transforms.check_pool) intact
+        return BadImage, (self.stage, self.reason)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import concurrent.futures
-import hashlib
 import logging
 import time
 
 import apache_beam as beam
 
 from pipeline import storage
+from pipeline.contract.features import source_id
+from transforms.check_pool import CheckPool
 from transforms.example_proto import encode_example
 from transforms.image_check import BadImage, Encoding, check_image
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record, Source, counter
 
 _LOG = logging.getLogger(__name__)
-
-
-def source_id(key: str) -> str:
-    """`image/source_id` of the source with this key (its path below the input, or its URI as the
-    CSV wrote it): stable across reruns and bucket moves, and a decimal integer below 2**53, since
-    Model Garden's parsers read it with tf.strings.to_number(int64) and COCO tools, JSON and float64
-    carry such ids exactly."""
-    return str(int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") >> 11)
 
 
 class ReadImages(beam.DoFn):
@@ -32,7 +25,8 @@ class ReadImages(beam.DoFn):
 
     The sources of a batch are converted on `threads` threads: file and GCS reads and Pillow's
     decoding (the integrity check) release the GIL, so they overlap on a single-threaded runner,
-    and GCS latency overlaps on Dataflow.
+    and GCS latency overlaps on Dataflow. With `check_processes` > 0 (local runs) the checks run
+    on that many worker processes (transforms.check_pool), fed by at least two threads each.
 
     `label_offset` is added to every label id (1 for ImageNet-style readers, whose labels are
     1-based); `encoding` says how images not stored byte for byte are encoded (jpeg_only)."""
@@ -40,16 +34,27 @@ class ReadImages(beam.DoFn):
     PROGRESS_SECONDS = 10.0
 
     def __init__(
-        self, label_map, keys, max_pixels: int, threads: int, *, label_offset: int = 0, encoding: Encoding | None = None
+        self,
+        label_map,
+        keys,
+        max_pixels: int,
+        threads: int,
+        *,
+        label_offset: int = 0,
+        encoding: Encoding | None = None,
+        check_processes: int = 0,
     ):
         if threads < 1:
             raise ValueError("threads must be >= 1")
+        if check_processes < 0:
+            raise ValueError("check_processes must be >= 0")
         if label_offset < 0:
             raise ValueError("label_offset must be >= 0")
         self._label_map = tuple(label_map)
         self._keys = dict(keys)
         self._max_pixels = max_pixels
-        self._threads = threads
+        self._threads = max(threads, 2 * check_processes)
+        self._check_processes = check_processes
         self._label_offset = label_offset
         self._encoding = encoding or Encoding()
         self._written, self._converted, self._errors = counter("written"), counter("converted"), counter("errors")
@@ -60,9 +65,19 @@ class ReadImages(beam.DoFn):
         self._done = 0
         self._started = self._last_report = time.monotonic()
         self._pool = concurrent.futures.ThreadPoolExecutor(self._threads, thread_name_prefix="read-images")
+        self._checks = (
+            CheckPool(self._check_processes, self._max_pixels, self._encoding) if self._check_processes else None
+        )
 
     def teardown(self):
         self._pool.shutdown()
+        if self._checks is not None:
+            self._checks.shutdown()
+
+    def _check(self, data: bytes):
+        if self._checks is None:
+            return check_image(data, self._max_pixels, self._encoding)
+        return self._checks.check(data)
 
     def process(self, sources: list[Source]):
         for outcome, bytes_read in self._pool.map(self._convert, sources):
@@ -89,7 +104,7 @@ class ReadImages(beam.DoFn):
         except Exception as e:  # any I/O failure is this file's, not the job's
             return DeadLetter(source.uri, "read", f"cannot read: {type(e).__name__}: {e}"), 0
         try:
-            image = check_image(data, self._max_pixels, self._encoding)
+            image = self._check(data)
         except BadImage as e:
             return DeadLetter(source.uri, e.stage, e.reason), len(data)
         keys = self._keys

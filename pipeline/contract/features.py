@@ -6,6 +6,7 @@ TensorFlow stays out of this package: `parse_spec` takes the caller's `tf` modul
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -62,3 +63,11 @@ def parse_spec(features: Iterable[FeatureSpec], tf, *, fill_missing: bool = Fals
         else:
             spec[feature.name] = tf.io.VarLenFeature(dtype)
     return spec
+
+
+def source_id(key: str) -> str:
+    """`image/source_id` of the source with this key (its path below the input, or its URI as the
+    CSV wrote it): stable across reruns and bucket moves, and a decimal integer below 2**53, since
+    Model Garden's parsers read it with tf.strings.to_number(int64) and COCO tools, JSON and float64
+    carry such ids exactly."""
+    return str(int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") >> 11)

@@ -213,6 +213,7 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
             "max_pixels": 89_478_485,
             "read_threads": 4,
             "read_batch": 32,
+            "local_check_processes": "auto",
             "keys": dict(config.image_keys),
             "label_offset": 0,
             "jpeg_only": False,

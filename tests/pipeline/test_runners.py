@@ -20,6 +20,7 @@ from pipeline.runners import (
     UnsafeOptionError,
     available_memory,
     check_experiments,
+    check_processes,
     estimated_peak,
     make_pipeline,
     pipeline_options,
@@ -169,3 +170,37 @@ def test_multi_threading_is_warned_about(caplog):
     caplog.clear()
     pipeline_options(["--direct_num_workers", "2"])
     assert "drops records" not in caplog.text
+
+
+def _options(*flags):
+    return pipeline_options(list(flags))
+
+
+@pytest.mark.parametrize("setting", ["auto", 0, 4])
+def test_image_checks_stay_in_process_on_every_runner_but_the_lean_one(setting):
+    for flags in (
+        ["--direct_num_workers", "2"],
+        ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
+        ["--runner", "DirectRunner"],
+    ):
+        assert check_processes(_options(*flags), setting) == 0, flags
+
+
+def test_the_lean_runner_checks_in_as_many_processes_as_set():
+    assert check_processes(_options(), 3) == 3
+    assert check_processes(_options(), 0) == 0
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 4])
+def test_auto_is_one_checking_process_per_usable_core_from_three_cores(cores):
+    """Under taskset-like affinity, as a CI container or `taskset -c` gives it."""
+    available = len(os.sched_getaffinity(0))
+    if cores > available:
+        pytest.skip(f"this machine lets the tests use {available} cores")
+    script = (
+        "import os, sys; os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:int(sys.argv[1])]));"
+        "from pipeline.runners import check_processes, pipeline_options;"
+        "print(check_processes(pipeline_options([]), 'auto'))"
+    )
+    out = subprocess.run([sys.executable, "-c", script, str(cores)], capture_output=True, text=True, check=True)
+    assert int(out.stdout.split()[-1]) == (cores if cores >= 3 else 0)

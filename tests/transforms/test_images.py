@@ -38,23 +38,22 @@ def sources(tmp_path):
     return listed, good, bad
 
 
-def _run(listed, batch_size, threads):
+def _run(listed, batch_size, threads, check_processes=0):
     p = TestPipeline()
+    read = ReadImages(LABELS, DEFAULT_IMAGE_KEYS, 1_000_000, threads, check_processes=check_processes)
     out = (
         p
         | beam.Create([listed[i : i + batch_size] for i in range(0, len(listed), batch_size)])
-        | beam.ParDo(ReadImages(LABELS, DEFAULT_IMAGE_KEYS, max_pixels=1_000_000, threads=threads)).with_outputs(
-            DEAD_LETTERS, main="records"
-        )
+        | beam.ParDo(read).with_outputs(DEAD_LETTERS, main="records")
     )
     return p, out
 
 
-@pytest.mark.parametrize("batch_size,threads", [(1, 1), (4, 3), (13, 8)])
-def test_one_outcome_per_source(sources, batch_size, threads):
+@pytest.mark.parametrize("batch_size,threads,check_processes", [(1, 1, 0), (4, 3, 0), (13, 8, 0), (4, 1, 2)])
+def test_one_outcome_per_source(sources, batch_size, threads, check_processes):
     listed, good, bad = sources
     labels = {s.uri: s.label for s in listed}
-    p, out = _run(listed, batch_size, threads)
+    p, out = _run(listed, batch_size, threads, check_processes)
 
     def check_records(records):
         seen = {}
@@ -88,3 +87,8 @@ def test_one_outcome_per_source(sources, batch_size, threads):
 def test_threads_must_be_positive():
     with pytest.raises(ValueError, match="threads"):
         ReadImages(LABELS, DEFAULT_IMAGE_KEYS, max_pixels=10_000, threads=0)
+
+
+def test_check_processes_must_not_be_negative():
+    with pytest.raises(ValueError, match="check_processes"):
+        ReadImages(LABELS, DEFAULT_IMAGE_KEYS, max_pixels=10_000, threads=1, check_processes=-1)

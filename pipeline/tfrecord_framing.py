@@ -1,0 +1,22 @@
+"""TFRecord framing, as TensorFlow's reader checks it: per record, the payload's length (8 bytes,
+little-endian) and its masked CRC-32C, the payload, and the payload's masked CRC-32C."""
+
+from __future__ import annotations
+
+import struct
+
+import google_crc32c
+
+FRAMING_BYTES = 16  # per record: length (8), its CRC (4), the payload's CRC (4)
+
+
+def masked_crc32c(data) -> int:
+    """TFRecord's masked CRC-32C."""
+    crc = google_crc32c.value(bytes(data))
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def framed(payload: bytes) -> tuple[bytes, bytes, bytes]:
+    """One record's bytes in three pieces (header, payload, trailer), to write without joining them."""
+    length = struct.pack("<Q", len(payload))
+    return length + struct.pack("<I", masked_crc32c(length)), payload, struct.pack("<I", masked_crc32c(payload))

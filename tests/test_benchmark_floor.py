@@ -1,0 +1,74 @@
+"""The benchmark's floor (scripts/bench_variants.py) does the pipeline's per-image work: it counts
+what the pipeline would write or refuse, and its GZIP stream holds the pipeline's TFRecords."""
+
+import gzip
+import struct
+import sys
+from pathlib import Path
+
+from PIL import Image
+
+from pipeline.config import Config
+from pipeline.contract.features import source_id
+from pipeline.tfrecord_framing import masked_crc32c
+from transforms.example_proto import Example
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import bench_variants  # noqa: E402  (a script module, found through the line above)
+
+GOOD = {"cat/a.jpg": (40, 30), "cat/b.jpg": (20, 10), "dog/c.jpg": (16, 16)}
+
+
+def _corpus(root: Path) -> list[tuple[str, str]]:
+    """Three JPEGs in two classes and one broken file, as the benchmark lists them."""
+    for key, size in GOOD.items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", size, (200, 80, 10)).save(root / key, "JPEG")
+    (root / "dog" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
+    return [(str(root / key), key.split("/")[0]) for key in sorted([*GOOD, "dog/broken.jpg"])]
+
+
+def _records(stream: bytes) -> list[bytes]:
+    """The payloads of an uncompressed TFRecord stream, checking its framing and CRCs."""
+    payloads, offset = [], 0
+    while offset < len(stream):
+        length, length_crc = struct.unpack_from("<QI", stream, offset)
+        assert length_crc == masked_crc32c(stream[offset : offset + 8])
+        payload = stream[offset + 12 : offset + 12 + length]
+        (payload_crc,) = struct.unpack_from("<I", stream, offset + 12 + length)
+        assert payload_crc == masked_crc32c(payload)
+        payloads.append(payload)
+        offset += 16 + length
+    return payloads
+
+
+def test_floor_counts_images_and_errors(tmp_path):
+    result = bench_variants.worker_floor(_corpus(tmp_path), str(tmp_path))
+
+    assert (result["records"], result["errors"]) == (len(GOOD), 1)
+    assert result["compressed_bytes"] > 0 and result["processes"] >= 1 and result["work_s"] > 0
+
+
+def test_floor_chunk_is_gzip_of_the_pipelines_records(tmp_path):
+    items = _corpus(tmp_path)
+    chunk = [(path, str(Path(path).relative_to(tmp_path)), label, int(label == "dog")) for path, label in items]
+    config = Config()
+    keys = config.image_keys
+    tally = {"records": 0, "errors": 0}
+
+    stream = gzip.decompress(b"".join(bench_variants.gzip_chunk(chunk, keys, config.image.max_pixels, tally)))
+
+    assert tally == {"records": len(GOOD), "errors": 1}
+    examples = [Example.FromString(payload).features.feature for payload in _records(stream)]
+    for features, key in zip(examples, sorted(GOOD), strict=True):
+        assert features[keys["filename"]].bytes_list.value == [str(tmp_path / key).encode()]
+        assert features[keys["source_id"]].bytes_list.value == [source_id(key).encode()]
+        assert features[keys["text"]].bytes_list.value == [key.split("/")[0].encode()]
+        assert features[keys["label"]].int64_list.value == [int(key.startswith("dog"))]
+        assert features[keys["format"]].bytes_list.value == [b"jpeg"]
+        width, height = GOOD[key]
+        assert features[keys["height"]].int64_list.value == [height]
+        assert features[keys["width"]].int64_list.value == [width]
+        assert features[keys["channels"]].int64_list.value == [3]
+        assert features[keys["encoded"]].bytes_list.value == [(tmp_path / key).read_bytes()]
