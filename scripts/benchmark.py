@@ -32,8 +32,8 @@ Variants:
                 words of ``--pipeline_args`` (give it as ``--pipeline_args="--flag value"`` when it
                 starts with a dash and has no space). A run that fails is reported with its stderr
                 and the variant's remaining runs are skipped.
-``pipeline_uncompressed``  the same with ``--compression none``: what GZIP costs in time, and saves
-                in bytes (the ``out MB`` column), on this corpus.
+``pipeline_uncompressed``  the same with ``--compression none``: what GZIP costs in time on this
+                corpus (the bytes it saves: the ``bytes`` of the JSON's verification).
 ``pipeline_parallel``  the same with ``--direct_num_workers 0``: the FnApiRunner with an
                 in-process worker per core, instead of the CLI's default single-threaded runner
                 (see pipeline/runners.py).
@@ -60,8 +60,9 @@ cache). After the first run of each variant its output is checked, untimed: the 
 counted (for ``pipeline``, those of the shards listed in ``manifest.json``) and compared with the
 corpus' file count (``--no-verify`` skips this).
 
-Prints a table, then two per-image costs measured in this process on one thread (the integrity
-check against header-only dimensions; GZIP through ISA-L against the stdlib's zlib), to stdout and,
+Prints a table, then per-image costs measured in this process on one thread (the integrity check
+against header-only dimensions; GZIP through ISA-L against the stdlib's zlib; the read-back), to
+stdout and,
 with ``--json PATH``, writes every figure (each run included) there.
 This is a script, not a test: nothing in the test suite times anything.
 
