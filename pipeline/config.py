@@ -81,7 +81,7 @@ class ImageConfig(pydantic.BaseModel):
     read_threads: Annotated[Int, Field(ge=1)] = 4
     read_batch: Annotated[Int, Field(ge=1)] = 32  # sources handed to those threads at a time
     # image checks in this many worker processes on the default local runner ("auto": one per usable
-    # core when there are several); other runners check on the threads (pipeline.runners.check_processes)
+    # core from 3 cores on, else none); other runners check on the threads (pipeline.runners.check_processes)
     local_check_processes: Literal["auto"] | Annotated[Int, Field(ge=0)] = "auto"
     keys: dict[Str, Name] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_KEYS))
     # Reader profiles (configs/tpu_resnet.yaml). image/class/label = label id + label_offset: 1 for

@@ -4,8 +4,9 @@ Without --runner the job runs in this process, on one of two local runners; both
 record in memory (their throughput and peak memory: README, Performance):
 
 * lean (the default): Beam's BundleBasedDirectRunner. Bundles run on one thread, but ReadImages
-  checks images in worker processes, one per usable core (`image.local_check_processes`), and
-  GZIP goes through ISA-L, which releases the GIL.
+  checks images on its own threads (from 3 usable cores on, in a checking process per core:
+  `image.local_check_processes`, check_processes below) and GZIP goes through ISA-L, so both run
+  at once.
 * parallel (`--direct_num_workers N`, N > 1, or 0 for one per core): the FnApiRunner with N
   in-process workers (direct_running_mode in_memory, GroupByKey values paged through its state
   API). Its workers are threads under one GIL, and it holds more per input byte.

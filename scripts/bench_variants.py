@@ -198,12 +198,13 @@ def worker_floor(items, corpus: str) -> dict:
     import multiprocessing
 
     from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+    from transforms.check_pool import usable_cores
     from transforms.image_check import DEFAULT_MAX_PIXELS
 
     ids = _label_ids(items)
     root = os.path.abspath(corpus)
     tasks = [(path, os.path.relpath(path, root), label, ids[label]) for path, label in items]
-    processes = len(os.sched_getaffinity(0))
+    processes = usable_cores()
     size = max(1, -(-len(tasks) // (processes * FLOOR_CHUNKS_PER_PROCESS)))
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
     task = functools.partial(floor_chunk, keys=DEFAULT_IMAGE_KEYS, max_pixels=DEFAULT_MAX_PIXELS)

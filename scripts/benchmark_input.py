@@ -146,14 +146,7 @@ def timed_epoch(
             iterator = iter(dataset)
         for _ in range(batches):
             element = next(iterator)
-            images = (
-                element[0]
-                if isinstance(element, tuple)
-                else next(iter(element.values()))
-                if isinstance(element, dict)
-                else element
-            )
-            assert images.shape[0] == batch_size
+            assert tf.nest.flatten(element)[0].shape[0] == batch_size  # a full batch, whatever its structure
         now, cpu_now = time.perf_counter(), time.process_time()
         figures.append(
             (batches * batch_size / (now - started), 1000 * (cpu_now - cpu_started) / (batches * batch_size))
