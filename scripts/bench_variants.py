@@ -164,13 +164,12 @@ def _floor_example(path: str, key: str, label: str, label_id: int, keys: dict, m
 
 def gzip_chunk(chunk: list[tuple], keys: dict, max_pixels: int, tally: dict) -> Iterator[bytes]:
     """The GZIP stream of one chunk's (path, key, label, label id) as TFRecords, piece by piece: one
-    ISA-L stream per chunk, as Beam's CompressedFile writes one per shard. Counts `records` and
-    `errors` in `tally`."""
-    from isal import isal_zlib
-
+    stream per chunk through the pipeline's codec (transforms.gzip_choice), as Beam's
+    CompressedFile writes one per shard. Counts `records` and `errors` in `tally`."""
     from pipeline.tfrecord_framing import framed
+    from transforms.gzip_choice import CODEC
 
-    compressor = isal_zlib.compressobj(isal_zlib.Z_DEFAULT_COMPRESSION, isal_zlib.DEFLATED, isal_zlib.MAX_WBITS | 16)
+    compressor = CODEC.compressobj(CODEC.Z_DEFAULT_COMPRESSION, CODEC.DEFLATED, CODEC.MAX_WBITS | 16)
     for item in chunk:
         payload = _floor_example(*item, keys, max_pixels)
         if payload is None:
@@ -191,7 +190,7 @@ def floor_chunk(chunk: list[tuple], keys: dict, max_pixels: int) -> dict:
 
 def worker_floor(items, corpus: str) -> dict:
     """The necessary work, in plain processes: per image, what the pipeline must do and nothing else
-    (read, integrity check, Example, TFRecord framing, GZIP through ISA-L), on one process per CPU
+    (read, integrity check, Example, TFRecord framing, GZIP through the pipeline's codec), on one process per CPU
     this process may run on, each given contiguous chunks of files. It imports only the modules
     that do that work (no Beam), so its wall-clock time is the start-up a plain script pays."""
     import functools

@@ -48,8 +48,8 @@ Variants:
 ``floor``       the necessary work, without Beam's runner: a multiprocessing pool of one process
                 per CPU it may use (``os.sched_getaffinity``), each given contiguous chunks of
                 files, does per file what the pipeline must: read it, ``check_image``, encode the
-                pipeline's Example, frame it as a TFRecord and GZIP it through ISA-L (one stream
-                per chunk), discarding the output. Its wall-clock time includes importing Beam
+                pipeline's Example, frame it as a TFRecord and GZIP it through the pipeline's
+                codec (transforms.gzip_choice; one stream per chunk), discarding the output. Its wall-clock time includes importing Beam
                 (transforms.images, the pipeline's own code, imports it).
 ``floor_1core`` ``floor`` under ``taskset -c 0``, hence one process. The floors write nothing and
                 are not verified. ``taskset`` (util-linux) must be installed for the 1-core variants.
@@ -61,7 +61,7 @@ counted (for ``pipeline``, those of the shards listed in ``manifest.json``) and 
 corpus' file count (``--no-verify`` skips this).
 
 Prints a table, then per-image costs measured in this process on one thread (the integrity check
-against header-only dimensions; GZIP through ISA-L against the stdlib's zlib; the read-back), to
+against header-only dimensions; GZIP as stored blocks, through ISA-L and the stdlib's zlib; the read-back), to
 stdout and,
 with ``--json PATH``, writes every figure (each run included) there.
 This is a script, not a test: nothing in the test suite times anything.

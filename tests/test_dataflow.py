@@ -316,7 +316,7 @@ def test_classic_template_staged_on_gcs_describes_steps_image_packaging_and_opti
     assert options["subnetwork"] == "regions/europe-west4/subnetworks/private" and options["use_public_ips"] is False
     assert sorted(options["labels"]) == ["app=tfrecord-pipeline", "env=dev"]
     assert options["setup_file"] == str(src / "setup.py") and options["sdk_container_image"] == WORKER_IMAGE
-    assert "transforms.gzip_codec.IsalGzip" in options["beam_plugins"]  # workers switch GZIP to ISA-L at start
+    assert "transforms.gzip_codec.GzipCodecPlugin" in options["beam_plugins"]  # workers switch GZIP codecs at start
     assert not gcs_emulator.list_uris(f"gs://{gcs_bucket}/tfrecords/")  # staged, not run
     publication = _publication(proto)  # the job writes the manifest
     assert isinstance(publication, FolderPublication) and publication.output == f"gs://{gcs_bucket}/tfrecords"

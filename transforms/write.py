@@ -7,9 +7,9 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 
 from pipeline.contract.layout import ERROR_FILES, ERRORS_PREFIX, GZIP, ShardedFileTemplate, join, record_files
-from transforms.gzip_codec import use_isal_gzip
+from transforms.gzip_codec import use_gzip_codec
 
-use_isal_gzip()  # Beam's GZIP through ISA-L, for every job that writes records (and on workers: IsalGzip)
+use_gzip_codec()  # for every job that writes records (on remote workers: GzipCodecPlugin)
 
 
 @beam.ptransform_fn
