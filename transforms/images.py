@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import logging
 import time
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from pipeline import storage
 from pipeline.contract.features import source_id
@@ -23,10 +25,13 @@ class ReadImages(beam.DoFn):
     re-encoding), its header dimensions and its label; anything unreadable becomes a dead letter
     naming the file and why.
 
-    The sources of a batch are converted on `threads` threads: file and GCS reads and Pillow's
-    decoding (the integrity check) release the GIL, so they overlap on a single-threaded runner,
-    and GCS latency overlaps on Dataflow. With `check_processes` > 0 (local runs) the checks run
-    on that many worker processes (transforms.check_pool), fed by at least two threads each.
+    Sources are converted on `threads` threads: file and GCS reads and Pillow's decoding (the
+    integrity check) release the GIL, so they overlap on a single-threaded runner, and GCS latency
+    overlaps on Dataflow. Each batch is split into one chunk per thread, and up to two batches'
+    chunks stay in flight across `process` calls (the rest are emitted in `finish_bundle`), so the
+    threads never wait for a batch's slowest source or for the bundle thread. With
+    `check_processes` > 0 (local runs) the checks run on that many worker processes
+    (transforms.check_pool), fed by at least two threads each.
 
     `label_offset` is added to every label id (1 for ImageNet-style readers, whose labels are
     1-based); `encoding` says how images not stored byte for byte are encoded (jpeg_only)."""
@@ -69,6 +74,9 @@ class ReadImages(beam.DoFn):
             CheckPool(self._check_processes, self._max_pixels, self._encoding) if self._check_processes else None
         )
 
+    def start_bundle(self):
+        self._in_flight = collections.deque()  # futures of chunks' [(outcome, bytes read)], in order
+
     def teardown(self):
         self._pool.shutdown()
         if self._checks is not None:
@@ -80,7 +88,23 @@ class ReadImages(beam.DoFn):
         return self._checks.check(data)
 
     def process(self, sources: list[Source]):
-        for outcome, bytes_read in self._pool.map(self._convert, sources):
+        size = -(-len(sources) // self._threads)
+        for start in range(0, len(sources), size):
+            self._in_flight.append(self._pool.submit(self._convert_chunk, sources[start : start + size]))
+        while len(self._in_flight) > 2 * self._threads:
+            yield from self._emit(self._in_flight.popleft().result())
+
+    def finish_bundle(self):
+        while self._in_flight:
+            for output in self._emit(self._in_flight.popleft().result()):
+                if isinstance(output, beam.pvalue.TaggedOutput):
+                    yield beam.pvalue.TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
+                else:
+                    yield GlobalWindows.windowed_value(output)
+
+    def _emit(self, converted: list[tuple[Record | DeadLetter, int]]):
+        """Counts a chunk's outcomes (on the bundle thread, where Beam counters count) and yields them."""
+        for outcome, bytes_read in converted:
             self._bytes_read.inc(bytes_read)
             self._report_progress()
             if isinstance(outcome, Record):
@@ -91,9 +115,12 @@ class ReadImages(beam.DoFn):
                 self._errors.inc()
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, outcome)
 
+    def _convert_chunk(self, sources: list[Source]) -> list[tuple[Record | DeadLetter, int]]:
+        return [self._convert(source) for source in sources]
+
     def _convert(self, source: Source) -> tuple[Record | DeadLetter, int]:
         """(outcome, bytes read). Runs on a pool thread, where Beam counters would count nothing:
-        process() counts."""
+        _emit counts."""
         label_id = self._label_ids.get(source.label)
         if label_id is None:
             return DeadLetter(
