@@ -144,6 +144,7 @@ def print_table(results: dict, corpus: dict, runs: int) -> None:
     if work:
         print(f"after start-up (img/s work) vs serial_tf: {', '.join(work)}")
     print_floor_ratios(results)
+    print_runner_share(results)
     for variant, summary in results.items():
         for problem in summary.get("problems", []):
             print(f"\n[{variant}] {problem}")
@@ -159,6 +160,19 @@ def print_floor_ratios(results: dict) -> None:
                 f"{variant} / {ratio['floor']} ({cores}): wall {ratio['wall']:.2f}x, "
                 f"in-job {_fmt(ratio['in_job'], '.2f', 'x')}"
             )
+
+
+def print_runner_share(results: dict) -> None:
+    """What a one-core run costs besides the per-image work (runner_1core), beside the floor's
+    time for all of it and the room a 0.9x-the-floor target leaves."""
+    runner = _baseline(results, "runner_1core", "work_images_per_s")
+    floor = _baseline(results, "floor_1core", "work_images_per_s")
+    if runner and floor:
+        print(
+            f"runner_1core (the pipeline with a ready Example for every source): {1000 / runner:.2f} ms per image "
+            f"in-job on one core; floor_1core: {1000 / floor:.2f} ms for all the necessary work; "
+            f"0.9x the floor leaves {1000 / (0.9 * floor) - 1000 / floor:.2f} ms per image beyond it"
+        )
 
 
 def print_per_image_costs(costs: dict, results: dict, runs: int) -> None:

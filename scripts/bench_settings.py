@@ -23,6 +23,7 @@ VARIANTS = (
     "plain_beam",
     "floor",
     "floor_1core",
+    "runner_1core",
 )
 # The pipeline variants: their CLI words after `python -m pipeline --input C --output D --overwrite`.
 PIPELINE_VARIANTS = {
@@ -35,9 +36,9 @@ PIPELINE_VARIANTS = {
 # They write no output, so there is nothing to verify.
 FLOOR_VARIANTS = ("floor", "floor_1core")
 # Variants run under `taskset -c CPUS`, so that a pipeline and its floor are compared on the same cores.
-PINNED_CPUS = {"pipeline_1core": (0,), "floor_1core": (0,)}
+PINNED_CPUS = {"pipeline_1core": (0,), "floor_1core": (0,), "runner_1core": (0,)}
 # What `--worker` runs: the script variants, and `count` (the untimed check of an output folder).
-WORKERS = ("serial_tf", "plain_beam", *FLOOR_VARIANTS, "count")
+WORKERS = ("serial_tf", "plain_beam", *FLOOR_VARIANTS, "runner_1core", "count")
 
 # Prefixes the JSON line a worker prints for the driver.
 RESULT_TAG = "BENCHMARK_RESULT "

@@ -214,6 +214,30 @@ def worker_floor(items, corpus: str) -> dict:
     return {"work_s": time.perf_counter() - t0, "processes": processes, **result}
 
 
+def worker_runner_only(items, corpus: str, dest: str) -> dict:
+    """The pipeline (`python -m pipeline`, default settings) with ReadImages' per-source work (read,
+    check, Example) replaced by one ready Example, the corpus' first image's, for every source:
+    what a run costs besides the per-image work (Beam's runner, framing, GZIP, writing the shards,
+    the read-back). Its output is a verified dataset of that one record, repeated."""
+    from pipeline.cli import main
+    from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+    from transforms import images
+    from transforms.image_check import DEFAULT_MAX_PIXELS
+    from transforms.outcomes import Record
+
+    path, label = items[0]
+    example = _floor_example(path, path, label, 0, DEFAULT_IMAGE_KEYS, DEFAULT_MAX_PIXELS)
+
+    def ready(_, source):
+        return Record(source.split, source.label, False, example), len(example)
+
+    images.ReadImages._convert = ready
+    t0 = time.perf_counter()
+    if main(["--input", corpus, "--output", dest, "--overwrite"]) != 0:
+        raise SystemExit("the pipeline failed")
+    return {"work_s": time.perf_counter() - t0}
+
+
 def _read_text(path: str) -> str | None:
     return pathlib.Path(path).read_text(encoding="utf-8") if os.path.exists(path) else None
 
@@ -265,6 +289,8 @@ def run_worker(args) -> int:
         items = list_corpus(args.corpus, tuple(args.extensions.split(",")))
         if args.worker in FLOOR_VARIANTS:
             result = worker_floor(items, args.corpus)
+        elif args.worker == "runner_1core":
+            result = worker_runner_only(items, args.corpus, args.dest)
         else:
             result = {"serial_tf": worker_serial_tf, "plain_beam": worker_plain_beam}[args.worker](items, args.dest)
     sys.stdout.flush()

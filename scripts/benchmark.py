@@ -5,7 +5,7 @@ Usage::
 
     python scripts/benchmark.py [--corpus bench/photos]
                                 [--variants pipeline,pipeline_uncompressed,pipeline_parallel,pipeline_1core,
-                                            serial_tf,plain_beam,floor,floor_1core]
+                                            serial_tf,plain_beam,floor,floor_1core,runner_1core]
                                 [--runs 3] [--pipeline_args "--some_flag value"] [--json results.json]
 
 Runs every variant ``--runs`` times, each run in its own subprocess, round-robin (run 1 of every
@@ -54,6 +54,9 @@ Variants:
                 code, imports it).
 ``floor_1core`` ``floor`` under ``taskset -c 0``, hence one process. The floors write nothing and
                 are not verified. ``taskset`` (util-linux) must be installed for the 1-core variants.
+``runner_1core`` ``pipeline_1core`` with ReadImages' per-source work (read, check, Example) replaced
+                by one ready Example for every source: what a run costs besides the per-image
+                work (Beam's runner, framing, GZIP, writing and reading back the shards).
 
 Before timing, the corpus is read once (so every variant sees a warm page cache) and TensorFlow and
 Beam are imported once in a throw-away process (so the first run does not pay for a cold disk

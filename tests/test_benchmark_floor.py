@@ -1,8 +1,10 @@
 """The benchmark's floor (scripts/bench_variants.py) does the pipeline's per-image work: it counts
-what the pipeline would write or refuse, and its GZIP stream holds the pipeline's TFRecords."""
+what the pipeline would write or refuse, and its GZIP stream holds the pipeline's TFRecords. Its
+runner-only variant runs the pipeline with none of that work."""
 
 import gzip
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,7 +12,9 @@ from PIL import Image
 
 from pipeline.config import Config
 from pipeline.contract.features import source_id
+from pipeline.contract.manifest import read_manifest
 from pipeline.tfrecord_framing import masked_crc32c
+from pipeline.tfrecord_reader import read_records
 from transforms.example_proto import Example
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "scripts"))
@@ -72,3 +76,22 @@ def test_floor_chunk_is_gzip_of_the_pipelines_records(tmp_path):
         assert features[keys["width"]].int64_list.value == [width]
         assert features[keys["channels"]].int64_list.value == [3]
         assert features[keys["encoded"]].bytes_list.value == [(tmp_path / key).read_bytes()]
+
+
+def test_runner_only_writes_the_first_images_example_for_every_source(tmp_path):
+    """runner_1core: the pipeline's own run (manifest, read-back) with no per-image work."""
+    corpus, dest = tmp_path / "corpus", tmp_path / "out"
+    items = _corpus(corpus)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
+    worker = ["--worker", "runner_1core", "--corpus", str(corpus), "--dest", str(dest), "--extensions", ".jpg"]
+    done = subprocess.run([sys.executable, str(script), *worker], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    manifest = read_manifest(str(dest), lambda p: Path(p).read_text() if Path(p).exists() else None)
+    records = [
+        r for split in manifest.splits.values() for shard in split.shards for r in read_records(f"{dest}/{shard}")
+    ]
+    assert len(records) == len(items)  # the broken file too: nothing is checked
+    first = Example.FromString(records[0]).features.feature
+    assert first["image/filename"].bytes_list.value == [items[0][0].encode()]
+    assert {bytes(r) for r in records} == {bytes(records[0])}
