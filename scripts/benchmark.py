@@ -49,9 +49,8 @@ Variants:
                 per CPU it may use (``os.sched_getaffinity``), each given contiguous chunks of
                 files, does per file what the pipeline must: read it, ``check_image``, encode the
                 pipeline's Example, frame it as a TFRecord and GZIP it through the pipeline's
-                codec (transforms.gzip_choice; one stream per chunk), discarding the output. Its
-                wall-clock time includes importing Beam (transforms.images, the pipeline's own
-                code, imports it).
+                codec (transforms.gzip_choice; one stream per chunk), discarding the output. It
+                imports no Beam: its start-up is what a plain script pays.
 ``floor_1core`` ``floor`` under ``taskset -c 0``, hence one process. The floors write nothing and
                 are not verified. ``taskset`` (util-linux) must be installed for the 1-core variants.
 ``runner_1core`` ``pipeline_1core`` with ReadImages' per-source work (read, check, Example) replaced
