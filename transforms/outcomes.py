@@ -33,19 +33,6 @@ class Record(NamedTuple):
     data: bytes  # serialised tf.train.Example
 
 
-class Written(NamedTuple):
-    """A Record as counted: its payload size, not its payload."""
-
-    split: str
-    label: str
-    converted: bool
-    nbytes: int
-
-
-def written(record: Record) -> Written:
-    return Written(record.split, record.label, record.converted, len(record.data))
-
-
 class Skipped(NamedTuple):
     source: str
     extension: str
@@ -79,10 +66,10 @@ class OutcomeSummary:
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # per extension
     errors: dict[str, int] = dataclasses.field(default_factory=dict)  # per stage
 
-    def add(self, outcome: Written | Skipped | DeadLetter) -> None:
-        if isinstance(outcome, Written):
+    def add(self, outcome: Record | Skipped | DeadLetter) -> None:
+        if isinstance(outcome, Record):
             _add(self.written, outcome.split)
-            _add(self.bytes, outcome.split, outcome.nbytes)
+            _add(self.bytes, outcome.split, len(outcome.data))
             if outcome.label:
                 _add(self.labels.setdefault(outcome.split, {}), outcome.label)
             self.converted += outcome.converted
@@ -107,7 +94,8 @@ class OutcomeSummary:
 
 
 class SummarizeOutcomes(beam.CombineFn):
-    """Reduces every outcome of the run to one OutcomeSummary."""
+    """Reduces every outcome of the run to one OutcomeSummary (of a Record, only its split, label,
+    conversion and payload size count: the summary stays small, the records need no extra step)."""
 
     def create_accumulator(self):
         return OutcomeSummary()

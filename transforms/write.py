@@ -12,6 +12,20 @@ from transforms.gzip_codec import use_gzip_codec
 use_gzip_codec()  # for every job that writes records (on remote workers: GzipCodecPlugin)
 
 
+class PayloadsBySplit(beam.DoFn):
+    """Record -> its payload, on the output tagged with its split: one step per record where a
+    Partition and a Map would take two. A split the plan does not name fails the bundle (an
+    undeclared tag could otherwise drop the record)."""
+
+    def __init__(self, names: list[str]):
+        self._names = frozenset(names)
+
+    def process(self, record):
+        if record.split not in self._names:
+            raise ValueError(f"record of split {record.split!r}, which the plan does not name ({sorted(self._names)})")
+        yield beam.pvalue.TaggedOutput(record.split, record.data)
+
+
 @beam.ptransform_fn
 def WriteSplits(records, output: str, shards: dict[str, int], compression: str = GZIP):
     """One WriteToTFRecord per split, with that split's planned shard count, GZIP or uncompressed
@@ -19,21 +33,18 @@ def WriteSplits(records, output: str, shards: dict[str, int], compression: str =
     names = list(shards)
     suffix = record_files(compression).suffix
     codec = CompressionTypes.GZIP if compression == GZIP else CompressionTypes.UNCOMPRESSED
-    parts = records | "BySplit" >> beam.Partition(lambda record, _: names.index(record.split), len(names))
+    payloads = records | "PayloadsBySplit" >> beam.ParDo(PayloadsBySplit(names)).with_outputs(*names)
     return {
-        name: (
-            part
-            | f"{name}.Payload" >> beam.Map(lambda record: record.data)
-            | f"{name}.Write"
-            >> beam.io.WriteToTFRecord(
-                join(output, name),
-                file_name_suffix=suffix,
-                num_shards=shards[name],
-                shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE,
-                compression_type=codec,
-            )
+        name: payloads[name]
+        | f"{name}.Write"
+        >> beam.io.WriteToTFRecord(
+            join(output, name),
+            file_name_suffix=suffix,
+            num_shards=shards[name],
+            shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE,
+            compression_type=codec,
         )
-        for name, part in zip(names, parts, strict=True)
+        for name in names
     }
 
 

@@ -1,0 +1,47 @@
+"""WriteSplits on the DirectRunner: each record's payload lands in its split's shards, as planned,
+and a record of a split the plan does not name fails the job instead of vanishing; the run's
+summary counts records as they are."""
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipeline.contract.layout import GZIP
+from pipeline.tfrecord_reader import read_records
+from transforms.outcomes import DeadLetter, OutcomeSummary, Record, Skipped, SummarizeOutcomes
+from transforms.write import WriteSplits
+
+RECORDS = [Record("train" if i % 3 else "validation", f"label{i % 2}", i == 4, b"payload-%d" % i) for i in range(12)]
+
+
+def test_each_payload_goes_to_its_splits_planned_shards(tmp_path):
+    shards = {"train": 3, "validation": 2}
+    with beam.Pipeline() as p:
+        _ = p | beam.Create(RECORDS) | WriteSplits(str(tmp_path), shards, GZIP)
+
+    for split, count in shards.items():
+        files = sorted(tmp_path.glob(f"{split}-*.tfrecord.gz"))
+        assert [f.name for f in files] == [f"{split}-{i:05d}-of-{count:05d}.tfrecord.gz" for i in range(count)]
+        held = sorted(payload for f in files for payload in read_records(str(f)))
+        assert held == sorted(r.data for r in RECORDS if r.split == split)
+
+
+def test_a_record_of_an_unplanned_split_fails_the_job(tmp_path):
+    stray = Record("test", "label0", False, b"stray")
+    with pytest.raises(Exception, match="split 'test', which the plan does not name"):
+        with beam.Pipeline() as p:
+            _ = p | beam.Create([*RECORDS, stray]) | WriteSplits(str(tmp_path), {"train": 1, "validation": 1}, GZIP)
+
+
+def test_the_summary_counts_records_skips_and_dead_letters():
+    outcomes = [*RECORDS, Skipped("a.txt", ".txt"), DeadLetter("b.jpg", "decode", "truncated")]
+    expected = OutcomeSummary()
+    for outcome in outcomes:
+        expected.add(outcome)
+    assert expected.written == {"train": 8, "validation": 4}
+    assert expected.bytes["validation"] == sum(len(r.data) for r in RECORDS if r.split == "validation")
+    assert expected.labels["train"] == {"label0": 4, "label1": 4}
+    assert (expected.converted, expected.skipped, expected.errors) == (1, {".txt": 1}, {"decode": 1})
+    with beam.Pipeline() as p:
+        summary = p | beam.Create(outcomes) | beam.CombineGlobally(SummarizeOutcomes())
+        assert_that(summary, equal_to([expected]))
