@@ -33,6 +33,21 @@ class Record(NamedTuple):
     data: bytes  # serialised tf.train.Example
 
 
+class Written(NamedTuple):
+    """A Record as counted: its payload size, not its payload. Summaries count these, not Records:
+    the FnApiRunner materializes what a Flatten takes in, and full records there doubled its peak
+    memory (README, Performance)."""
+
+    split: str
+    label: str
+    converted: bool
+    nbytes: int
+
+
+def written(record: Record) -> Written:
+    return Written(record.split, record.label, record.converted, len(record.data))
+
+
 class Skipped(NamedTuple):
     source: str
     extension: str
@@ -66,10 +81,10 @@ class OutcomeSummary:
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # per extension
     errors: dict[str, int] = dataclasses.field(default_factory=dict)  # per stage
 
-    def add(self, outcome: Record | Skipped | DeadLetter) -> None:
-        if isinstance(outcome, Record):
+    def add(self, outcome: Written | Skipped | DeadLetter) -> None:
+        if isinstance(outcome, Written):
             _add(self.written, outcome.split)
-            _add(self.bytes, outcome.split, len(outcome.data))
+            _add(self.bytes, outcome.split, outcome.nbytes)
             if outcome.label:
                 _add(self.labels.setdefault(outcome.split, {}), outcome.label)
             self.converted += outcome.converted
@@ -94,8 +109,7 @@ class OutcomeSummary:
 
 
 class SummarizeOutcomes(beam.CombineFn):
-    """Reduces every outcome of the run to one OutcomeSummary (of a Record, only its split, label,
-    conversion and payload size count: the summary stays small, the records need no extra step)."""
+    """Reduces every outcome of the run to one OutcomeSummary."""
 
     def create_accumulator(self):
         return OutcomeSummary()

@@ -1,6 +1,6 @@
 """WriteSplits on the DirectRunner: each record's payload lands in its split's shards, as planned,
 and a record of a split the plan does not name fails the job instead of vanishing; the run's
-summary counts records as they are."""
+summary counts records by their split, label and size."""
 
 import apache_beam as beam
 import pytest
@@ -8,7 +8,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.contract.layout import GZIP
 from pipeline.tfrecord_reader import read_records
-from transforms.outcomes import DeadLetter, OutcomeSummary, Record, Skipped, SummarizeOutcomes
+from transforms.outcomes import DeadLetter, OutcomeSummary, Record, Skipped, SummarizeOutcomes, written
 from transforms.write import WriteSplits
 
 RECORDS = [Record("train" if i % 3 else "validation", f"label{i % 2}", i == 4, b"payload-%d" % i) for i in range(12)]
@@ -34,7 +34,7 @@ def test_a_record_of_an_unplanned_split_fails_the_job(tmp_path):
 
 
 def test_the_summary_counts_records_skips_and_dead_letters():
-    outcomes = [*RECORDS, Skipped("a.txt", ".txt"), DeadLetter("b.jpg", "decode", "truncated")]
+    outcomes = [*map(written, RECORDS), Skipped("a.txt", ".txt"), DeadLetter("b.jpg", "decode", "truncated")]
     expected = OutcomeSummary()
     for outcome in outcomes:
         expected.add(outcome)
