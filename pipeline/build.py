@@ -43,13 +43,11 @@ def _image_records(p, plan: Plan, config: Config) -> Outcomes:
     read = (
         listed.sources
         # Permute the (small) source references before anything heavy is read: the records are
-        # then born in random order, so every shard is a random mix of the listing.
-        | "PermuteSources" >> PermuteOrder(plan.permute_buckets)
-        # Batches, not single sources, are spread over the workers: `read_batch` times fewer
-        # elements to shuffle, and less of the runner's per-element work on a local run's one
-        # bundle thread.
-        | "BatchSources"
-        >> beam.BatchElements(min_batch_size=config.image.read_batch, max_batch_size=config.image.read_batch)
+        # then born in random order, so every shard is a random mix of the listing. They come
+        # out in batches of `read_batch`, and batches, not single sources, are spread over the
+        # workers: fewer elements to shuffle, and less of the runner's per-element work on a
+        # local run's one bundle thread.
+        | "PermuteSources" >> PermuteOrder(plan.permute_buckets, batch_size=config.image.read_batch)
         | "SpreadReads" >> beam.Reshuffle()
         | "ReadImages"
         >> beam.ParDo(

@@ -50,7 +50,6 @@ OUR_STEPS = {
     "ListClassFolders",
     "PermuteSources",
     "SpreadReads",
-    "BatchSources",
     "ReadImages",
     "WriteSplits",
     "WriteDeadLetters",

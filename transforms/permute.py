@@ -14,6 +14,9 @@ import apache_beam as beam
 
 
 class _ShuffleBucket(beam.DoFn):
+    def __init__(self, batch_size: int | None):
+        self._batch_size = batch_size
+
     def setup(self):
         self._random = random.Random()  # seeded from os.urandom: a fresh order every run
 
@@ -21,17 +24,26 @@ class _ShuffleBucket(beam.DoFn):
         _, values = keyed_group
         values = list(values)
         self._random.shuffle(values)
-        yield from values
+        if self._batch_size is None:
+            yield from values
+        else:
+            for start in range(0, len(values), self._batch_size):
+                yield values[start : start + self._batch_size]
 
 
 @beam.ptransform_fn
-def PermuteOrder(pcoll, num_buckets: int):
-    """`num_buckets` bounds the elements one worker shuffles in memory (~count / num_buckets)."""
+def PermuteOrder(pcoll, num_buckets: int, batch_size: int | None = None):
+    """`num_buckets` bounds the elements one worker shuffles in memory (~count / num_buckets).
+    With `batch_size`, the permuted elements come out in lists of up to that many (each bucket's
+    last one shorter): batching there costs the runner no step per element, as BatchElements
+    after it would."""
     if num_buckets < 1:
         raise ValueError("num_buckets must be >= 1")
+    if batch_size is not None and batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
     return (
         pcoll
         | "KeyByRandomBucket" >> beam.Map(lambda x: (random.randrange(num_buckets), x))
         | "GroupBuckets" >> beam.GroupByKey()
-        | "ShuffleWithinBuckets" >> beam.ParDo(_ShuffleBucket())
+        | "ShuffleWithinBuckets" >> beam.ParDo(_ShuffleBucket(batch_size))
     )

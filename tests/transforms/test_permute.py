@@ -27,3 +27,16 @@ def test_keeps_every_element_with_many_buckets():
     with TestPipeline() as p:
         out = p | beam.Create(range(500)) | PermuteOrder(num_buckets=64)
         assert_that(out, equal_to(list(range(500))))
+
+
+def test_batches_hold_every_element_once_in_permuted_order():
+    original = list(range(1000))
+    with TestPipeline() as p:
+        batches = p | beam.Create(original, reshuffle=False) | PermuteOrder(num_buckets=3, batch_size=32)
+
+        def check(actual):
+            assert all(1 <= len(batch) <= 32 for batch in actual)
+            assert sum(len(batch) < 32 for batch in actual) <= 3  # only a bucket's last batch is short
+            _order_checker(original)([x for batch in actual for x in batch])
+
+        assert_that(batches, check)
