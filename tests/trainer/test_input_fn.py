@@ -121,19 +121,21 @@ def test_tabular_input_yields_declared_dtypes_defaults_and_label(tabular_dataset
     assert features_spec["flag"].dtype == tf.int64  # declared bool -> int64
     assert label_spec.dtype == tf.int32 and label_spec.shape.as_list() == [32]
 
-    # Record by record against an independent reader: missing cells become 0 / 0.0 / "".
+    # Record by record against an independent reader, over every full batch (records come in a
+    # random order, so one batch could hold no empty cell): missing cells become 0 / 0.0 / "".
     expected = read_split(tabular_dataset, "validation")
-    features, labels = next(iter(dataset))
     defaults = {"string": b"", "int64": 0, "float32": 0.0}
-    missing = 0
-    for i, record in enumerate(expected[:32]):
-        assert labels[i].numpy() == record["label"]
-        for name in columns:
-            want = record[name]
-            missing += want is None
-            want = defaults[manifest.features[name].dtype] if want is None else want
-            got = features[name][i].numpy()
-            assert got == pytest.approx(want) if isinstance(want, float) else got == want, (i, name)
+    missing = batches = 0
+    for batches, (features, labels) in enumerate(dataset, start=1):
+        for i, record in enumerate(expected[(batches - 1) * 32 : batches * 32]):
+            assert labels[i].numpy() == record["label"]
+            for name in columns:
+                want = record[name]
+                missing += want is None
+                want = defaults[manifest.features[name].dtype] if want is None else want
+                got = features[name][i].numpy()
+                assert got == pytest.approx(want) if isinstance(want, float) else got == want, (i, name)
+    assert batches == len(expected) // 32
     assert missing > 0  # the sample has empty cells: the defaults were exercised
 
 
