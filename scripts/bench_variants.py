@@ -137,8 +137,7 @@ def worker_plain_beam(items, dest) -> dict:
 def _floor_example(path: str, key: str, label: str, label_id: int, keys: dict, max_pixels: int) -> bytes | None:
     """The Example the pipeline writes for one file (transforms.images.ReadImages._convert), or None
     where the integrity check refuses it."""
-    from pipeline.contract.features import source_id
-    from transforms.example_proto import encode_example
+    from transforms.example_proto import image_example
     from transforms.image_check import BadImage, check_image
 
     with open(path, "rb") as f:
@@ -147,19 +146,7 @@ def _floor_example(path: str, key: str, label: str, label_id: int, keys: dict, m
         image = check_image(data, max_pixels)
     except BadImage:
         return None
-    return encode_example(
-        {
-            keys["encoded"]: image.data,
-            keys["format"]: image.format,
-            keys["height"]: image.height,
-            keys["width"]: image.width,
-            keys["channels"]: image.channels,
-            keys["label"]: label_id,
-            keys["text"]: label,
-            keys["filename"]: path,
-            keys["source_id"]: source_id(key),
-        }
-    )
+    return image_example(keys, image, label_id, label, path, key)
 
 
 def gzip_chunk(chunk: list[tuple], keys: dict, max_pixels: int, tally: dict) -> Iterator[bytes]:
@@ -190,9 +177,10 @@ def floor_chunk(chunk: list[tuple], keys: dict, max_pixels: int) -> dict:
 
 def worker_floor(items, corpus: str) -> dict:
     """The necessary work, in plain processes: per image, what the pipeline must do and nothing else
-    (read, integrity check, Example, TFRecord framing, GZIP through the pipeline's codec), on one process per CPU
-    this process may run on, each given contiguous chunks of files. It imports only the modules
-    that do that work (no Beam), so its wall-clock time is the start-up a plain script pays."""
+    (read, integrity check, Example, TFRecord framing, GZIP through the pipeline's codec), on one
+    process per CPU this process may run on, each given contiguous chunks of files. It imports only
+    the modules that do that work (no Beam), so its wall-clock time is the start-up a plain script
+    pays."""
     import functools
     import multiprocessing
 

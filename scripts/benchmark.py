@@ -64,9 +64,8 @@ counted (for ``pipeline``, those of the shards listed in ``manifest.json``) and 
 corpus' file count (``--no-verify`` skips this).
 
 Prints a table, then per-image costs measured in this process on one thread (the integrity check
-against header-only dimensions; GZIP as stored blocks, through ISA-L and the stdlib's zlib; the read-back), to
-stdout and,
-with ``--json PATH``, writes every figure (each run included) there.
+against header-only dimensions; GZIP as stored blocks, through ISA-L and the stdlib's zlib; the
+read-back), to stdout and, with ``--json PATH``, writes every figure (each run included) there.
 This is a script, not a test: nothing in the test suite times anything.
 
 The code, beside this file: ``bench_driver`` (the steps), ``bench_corpus`` (listing the corpus),

@@ -9,8 +9,14 @@ protobuf descriptor pool and let protobuf serialise them: the bytes are identica
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from pipeline.contract.features import source_id
+
+if TYPE_CHECKING:
+    from transforms.image_check import CheckedImage
 
 Scalar = bytes | str | int | float
 FeatureValue = Scalar | Sequence[Scalar]
@@ -96,3 +102,22 @@ def encode_example(features: Mapping[str, FeatureValue]) -> bytes:
         else:
             raise TypeError(f"feature {name!r}: unsupported value type {type(first).__name__}")
     return example.SerializeToString(deterministic=True)
+
+
+def image_example(keys: Mapping[str, str], image: CheckedImage, label_id: int, label: str, uri: str, key: str) -> bytes:
+    """The Example of one image source, under the feature names `keys` (config image.keys):
+    `label_id` as written (any label offset applied), `key` the source's key, hashed into its
+    image/source_id. ReadImages writes these; the benchmark's floor builds the same without Beam."""
+    return encode_example(
+        {
+            keys["encoded"]: image.data,
+            keys["format"]: image.format,
+            keys["height"]: image.height,
+            keys["width"]: image.width,
+            keys["channels"]: image.channels,
+            keys["label"]: label_id,
+            keys["text"]: label,
+            keys["filename"]: uri,
+            keys["source_id"]: source_id(key),
+        }
+    )

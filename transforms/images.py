@@ -11,9 +11,8 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from pipeline import storage
-from pipeline.contract.features import source_id
 from transforms.check_pool import CheckPool
-from transforms.example_proto import encode_example
+from transforms.example_proto import image_example
 from transforms.image_check import BadImage, Encoding, check_image
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record, Source, counter
 
@@ -134,20 +133,7 @@ class ReadImages(beam.DoFn):
             image = self._check(data)
         except BadImage as e:
             return DeadLetter(source.uri, e.stage, e.reason), len(data)
-        keys = self._keys
-        example = encode_example(
-            {
-                keys["encoded"]: image.data,
-                keys["format"]: image.format,
-                keys["height"]: image.height,
-                keys["width"]: image.width,
-                keys["channels"]: image.channels,
-                keys["label"]: label_id + self._label_offset,
-                keys["text"]: source.label,
-                keys["filename"]: source.uri,
-                keys["source_id"]: source_id(source.key),
-            }
-        )
+        example = image_example(self._keys, image, label_id + self._label_offset, source.label, source.uri, source.key)
         return Record(source.split, source.label, image.converted, example), len(data)
 
     def _report_progress(self):
