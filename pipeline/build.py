@@ -14,7 +14,7 @@ from pipeline.publish import Publication, PublishManifest, RunSettings
 from pipeline.readback import ReadBackShards
 from pipeline.runners import check_processes
 from transforms.images import ReadImages
-from transforms.outcomes import DEAD_LETTERS, SummarizeOutcomes, written
+from transforms.outcomes import DEAD_LETTERS, CountRecords, SummarizeOutcomes
 from transforms.permute import PermuteOrder
 from transforms.sources import ListClassFolders, ReadImageCsv
 from transforms.tabular import EncodeRows, InferSchema, ReadCsvRows
@@ -99,7 +99,7 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
     dead_letters = outcomes.dead_letters | "AllDeadLetters" >> beam.Flatten()
     error_files = dead_letters | "WriteDeadLetters" >> WriteDeadLetters(publication.folder)
     summary = (
-        (outcomes.records | "Counted" >> beam.Map(written), outcomes.skipped, dead_letters)
+        (outcomes.records | "CountRecords" >> beam.ParDo(CountRecords()), outcomes.skipped, dead_letters)
         | "AllOutcomes" >> beam.Flatten()
         | "Summarize" >> beam.CombineGlobally(SummarizeOutcomes())
     )

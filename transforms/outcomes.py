@@ -11,6 +11,7 @@ import json
 from typing import NamedTuple
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 METRICS_NAMESPACE = "tfrecord_pipeline"
 DEAD_LETTERS = "dead_letters"  # tag of the dead-letter output of every DoFn that can fail
@@ -31,21 +32,6 @@ class Record(NamedTuple):
     label: str
     converted: bool
     data: bytes  # serialised tf.train.Example
-
-
-class Written(NamedTuple):
-    """A Record as counted: its payload size, not its payload. Summaries count these, not Records:
-    the FnApiRunner materializes what a Flatten takes in, and full records there doubled its peak
-    memory (README, Performance)."""
-
-    split: str
-    label: str
-    converted: bool
-    nbytes: int
-
-
-def written(record: Record) -> Written:
-    return Written(record.split, record.label, record.converted, len(record.data))
 
 
 class Skipped(NamedTuple):
@@ -81,10 +67,10 @@ class OutcomeSummary:
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # per extension
     errors: dict[str, int] = dataclasses.field(default_factory=dict)  # per stage
 
-    def add(self, outcome: Written | Skipped | DeadLetter) -> None:
-        if isinstance(outcome, Written):
+    def add(self, outcome: Record | Skipped | DeadLetter) -> None:
+        if isinstance(outcome, Record):
             _add(self.written, outcome.split)
-            _add(self.bytes, outcome.split, outcome.nbytes)
+            _add(self.bytes, outcome.split, len(outcome.data))
             if outcome.label:
                 _add(self.labels.setdefault(outcome.split, {}), outcome.label)
             self.converted += outcome.converted
@@ -108,14 +94,34 @@ class OutcomeSummary:
         self.converted += other.converted
 
 
+class CountRecords(beam.DoFn):
+    """Records -> one OutcomeSummary per bundle. One step per record, where a Map to small counted
+    tuples, a Flatten and a combine took several; and only summaries, never full records, reach
+    the Flatten before the combine (the FnApiRunner materializes what a Flatten takes in: full
+    records there doubled its peak memory, README, Performance)."""
+
+    def start_bundle(self):
+        self._summary = OutcomeSummary()
+
+    def process(self, record: Record):
+        self._summary.add(record)
+
+    def finish_bundle(self):
+        yield GlobalWindows.windowed_value(self._summary)
+
+
 class SummarizeOutcomes(beam.CombineFn):
-    """Reduces every outcome of the run to one OutcomeSummary."""
+    """Reduces every outcome of the run (and the records' CountRecords summaries) to one
+    OutcomeSummary."""
 
     def create_accumulator(self):
         return OutcomeSummary()
 
     def add_input(self, acc, outcome):
-        acc.add(outcome)
+        if isinstance(outcome, OutcomeSummary):
+            acc.merge(outcome)
+        else:
+            acc.add(outcome)
         return acc
 
     def merge_accumulators(self, accumulators):

@@ -8,7 +8,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.contract.layout import GZIP
 from pipeline.tfrecord_reader import read_records
-from transforms.outcomes import DeadLetter, OutcomeSummary, Record, Skipped, SummarizeOutcomes, written
+from transforms.outcomes import CountRecords, DeadLetter, OutcomeSummary, Record, Skipped, SummarizeOutcomes
 from transforms.write import WriteSplits
 
 RECORDS = [Record("train" if i % 3 else "validation", f"label{i % 2}", i == 4, b"payload-%d" % i) for i in range(12)]
@@ -34,14 +34,21 @@ def test_a_record_of_an_unplanned_split_fails_the_job(tmp_path):
 
 
 def test_the_summary_counts_records_skips_and_dead_letters():
-    outcomes = [*map(written, RECORDS), Skipped("a.txt", ".txt"), DeadLetter("b.jpg", "decode", "truncated")]
+    others = [Skipped("a.txt", ".txt"), DeadLetter("b.jpg", "decode", "truncated")]
     expected = OutcomeSummary()
-    for outcome in outcomes:
+    for outcome in [*RECORDS, *others]:
         expected.add(outcome)
     assert expected.written == {"train": 8, "validation": 4}
     assert expected.bytes["validation"] == sum(len(r.data) for r in RECORDS if r.split == "validation")
     assert expected.labels["train"] == {"label0": 4, "label1": 4}
     assert (expected.converted, expected.skipped, expected.errors) == (1, {".txt": 1}, {"decode": 1})
     with beam.Pipeline() as p:
-        summary = p | beam.Create(outcomes) | beam.CombineGlobally(SummarizeOutcomes())
+        # Records counted per bundle (two Creates: at least two summaries to merge), other outcomes one by one.
+        counted = [
+            p | f"Records{i}" >> beam.Create(part) | f"Count{i}" >> beam.ParDo(CountRecords())
+            for i, part in enumerate((RECORDS[:5], RECORDS[5:]))
+        ]
+        summary = (
+            (*counted, p | "Others" >> beam.Create(others)) | beam.Flatten() | beam.CombineGlobally(SummarizeOutcomes())
+        )
         assert_that(summary, equal_to([expected]))
