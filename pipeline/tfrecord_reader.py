@@ -53,12 +53,11 @@ def read_framed_records(path: str, compression: str = GZIP) -> Iterator[tuple[in
             length, length_crc = struct.unpack("<QI", header)
             if masked_crc32c(header[:8]) != length_crc:
                 raise RecordError(index, "length CRC mismatch (corrupt framing)")
-            body = stream.read(length + 4)
-            if len(body) < length + 4:
+            data, crc = stream.read(length), stream.read(4)
+            if len(data) + len(crc) < length + 4:
                 stream.finish()
-                raise RecordError(index, f"truncated: {len(body)} of {length + 4} bytes of data and CRC")
-            data, (data_crc,) = body[:length], struct.unpack("<I", body[length:])
-            if masked_crc32c(data) != data_crc:
+                raise RecordError(index, f"truncated: {len(data) + len(crc)} of {length + 4} bytes of data and CRC")
+            if masked_crc32c(data) != struct.unpack("<I", crc)[0]:
                 raise RecordError(index, "data CRC mismatch (corrupt record)")
             yield offset, data
             index += 1
@@ -69,25 +68,30 @@ def read_framed_records(path: str, compression: str = GZIP) -> Iterator[tuple[in
 
 
 class _Stream:
-    """Exact-size reads over a shard's (decompressed) bytes; `offset`: the bytes read so far."""
+    """Exact-size reads over a shard's (decompressed) chunks; `offset`: the bytes read so far. A
+    read within the current chunk is one slice of it, one across chunks one join: each byte is
+    copied once on its way to a payload."""
 
     def __init__(self, chunks: Iterator[bytes]):
         self._chunks = chunks
-        self._buffer = bytearray()
+        self._chunk = b""
         self._pos = 0
         self.offset = 0
 
     def read(self, n: int) -> bytes:
-        while len(self._buffer) - self._pos < n:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                break
-            if self._pos:
-                del self._buffer[: self._pos]
-                self._pos = 0
-            self._buffer += chunk
-        out = bytes(self._buffer[self._pos : self._pos + n])
-        self._pos += len(out)
+        end = self._pos + n
+        if end <= len(self._chunk):
+            out = self._chunk[self._pos : end]
+            self._pos = end
+        else:
+            parts, wanted = [memoryview(self._chunk)[self._pos :]], n - (len(self._chunk) - self._pos)
+            self._chunk, self._pos = b"", 0
+            while wanted > 0 and (chunk := next(self._chunks, None)) is not None:
+                if len(chunk) > wanted:
+                    self._chunk, self._pos = chunk, wanted
+                parts.append(memoryview(chunk)[:wanted])
+                wanted -= len(parts[-1])
+            out = b"".join(parts)
         self.offset += len(out)
         return out
 
