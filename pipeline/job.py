@@ -13,7 +13,7 @@ from pipeline.contract.layout import MANIFEST_NAME, join
 from pipeline.contract.manifest import Manifest, read_rejected_manifest
 from pipeline.planning import Plan
 from pipeline.publish import Publication
-from pipeline.runners import make_pipeline, pipeline_options, submitted_job_line
+from pipeline.runners import make_pipeline, pipeline_options, runner_api_round_trip, submitted_job_line
 
 _LOG = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publi
     p = make_pipeline(options)
     build_pipeline(p, plan, config, publication)
     try:
-        result = p.run()
+        result = p.run(test_runner_api=runner_api_round_trip(options))
         submitted = submitted_job_line(result, options)
         if submitted:  # on Dataflow: the job's id and console page, before the wait
             print(submitted, flush=True)

@@ -218,6 +218,14 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     return beam.Pipeline(options=options)
 
 
+def runner_api_round_trip(options: PipelineOptions) -> bool | str:
+    """What `Pipeline.run(test_runner_api=...)` gets. By default Beam rebuilds the job's graph from
+    its portable (runner API) form before running it on a runner that does not take that form, as
+    a test of it. The lean runner takes the Python graph itself and runs nothing remote, so the
+    round trip only delays its first record; every other runner keeps Beam's default."""
+    return False if options.view_as(StandardOptions).runner == LEAN else "AUTO"
+
+
 def dataflow_job_url(project: str, region: str, job_id: str) -> str:
     """The Cloud console page of a Dataflow job (the address Beam itself logs at INFO)."""
     quote = functools.partial(urllib.parse.quote, safe="")

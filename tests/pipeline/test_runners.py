@@ -25,6 +25,7 @@ from pipeline.runners import (
     make_pipeline,
     pipeline_options,
     refuse_unsafe_options,
+    runner_api_round_trip,
 )
 
 
@@ -61,6 +62,18 @@ def test_parallel_workers_asked_for_get_the_parallel_runner_whatever_the_input(w
     assert options.view_as(StandardOptions).runner == PARALLEL
     assert options.view_as(DirectOptions).direct_num_workers == int(workers)
     assert options.view_as(DirectOptions).direct_running_mode == "in_memory"
+
+
+@pytest.mark.parametrize(
+    "flags, round_trip",
+    [
+        ([], False),  # the lean runner runs the graph as built
+        (["--direct_num_workers", "0"], "AUTO"),
+        (["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"], "AUTO"),
+    ],
+)
+def test_only_the_lean_runner_skips_beams_runner_api_round_trip(flags, round_trip):
+    assert runner_api_round_trip(pipeline_options(flags)) == round_trip
 
 
 def test_explicit_runners_pass_through():
