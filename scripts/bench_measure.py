@@ -3,6 +3,7 @@ tree (Beam's and multiprocessing's workers included), read from /proc while it r
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -18,6 +19,11 @@ SAMPLE_INTERVAL_S = 0.05
 FULL_SCAN_EVERY = 20  # samples between two scans of all of /proc for re-parented descendants
 # The `elapsed N s,` line of the pipeline CLI's summary (pipeline/report.py): its time after imports.
 PIPELINE_ELAPSED = re.compile(r"^\s*elapsed ([0-9.]+) s,", re.MULTILINE)
+# ReadImages' first log line (transforms/images.py), in the CLI's log format (pipeline/cli.py):
+# its timestamp is when the job starts reading images.
+FIRST_READ = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO transforms\.images: reading images", re.MULTILINE
+)
 
 
 def _children(pid: int) -> list[int]:
@@ -154,6 +160,19 @@ def _parse_result(stdout_path: str) -> dict | None:
     return {"work_s": float(elapsed.group(1))} if elapsed else None
 
 
+def first_read_after(stderr_path: str, started: float) -> float | None:
+    """Seconds from `started` (time.time() at launch) to the pipeline's first image read, from
+    the timestamp of ReadImages' first log line; None if the run logged none."""
+    try:
+        with open(stderr_path, encoding="utf-8", errors="replace") as f:
+            found = FIRST_READ.search(f.read())
+    except OSError:
+        return None
+    if not found:
+        return None
+    return datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() - started
+
+
 def _wait(proc: subprocess.Popen, timeout: float) -> tuple[int, bool]:
     """(exit status, timed out): past `timeout`, the whole process group is killed."""
     try:
@@ -172,7 +191,7 @@ def run_measured(cmd: list[str], log_dir: str, timeout: float) -> dict:
     stderr_path = os.path.join(log_dir, "stderr.txt")
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
+        started, t0 = time.time(), time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=child_env(), stdout=out, stderr=err, start_new_session=True)
         sampler = TreeRssSampler(proc.pid)
         sampler.start()
@@ -191,6 +210,7 @@ def run_measured(cmd: list[str], log_dir: str, timeout: float) -> dict:
         "peak_processes": sampler.peak_processes,
         "rss_samples": sampler.samples,
         "result": _parse_result(stdout_path),
+        "first_read_s": first_read_after(stderr_path, started),
         "stdout_path": stdout_path,
         "stderr_path": stderr_path,
     }

@@ -40,6 +40,7 @@ def summarize(runs: list[dict]) -> dict:
         "mb_per_s": _median([r["mb_per_s"] for r in ok]),
         "peak_rss_mb": _median([r["peak_rss_mb"] for r in ok]),
         "work_images_per_s": _median([r.get("work_images_per_s") for r in ok]),
+        "startup_s": _median([r.get("startup_s") for r in ok]),
     }
     summary["min_images_per_s"] = min(r["images_per_s"] for r in ok)
     summary["max_images_per_s"] = max(r["images_per_s"] for r in ok)
@@ -143,11 +144,24 @@ def print_table(results: dict, corpus: dict, runs: int) -> None:
     ]
     if work:
         print(f"after start-up (img/s work) vs serial_tf: {', '.join(work)}")
+    print_startup(results)
     print_floor_ratios(results)
     print_runner_share(results)
     for variant, summary in results.items():
         for problem in summary.get("problems", []):
             print(f"\n[{variant}] {problem}")
+
+
+def print_startup(results: dict) -> None:
+    """Each variant's start-up: the pipeline's until its first image is read (imports, planning,
+    building and translating the job, listing the sources), the scripts' until their timed work."""
+    startups = [
+        f"{variant} {summary['median']['startup_s']:.2f} s"
+        for variant, summary in results.items()
+        if summary.get("median", {}).get("startup_s") is not None
+    ]
+    if startups:
+        print(f"start-up (pipeline: until its first image is read; scripts: until their work): {', '.join(startups)}")
 
 
 def print_floor_ratios(results: dict) -> None:

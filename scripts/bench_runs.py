@@ -80,6 +80,11 @@ def run_record(run_index: int, measured: dict, corpus: dict) -> dict:
         record["work_s"] = result["work_s"]
         record["work_images_per_s"] = corpus["files"] / result["work_s"]
     record["worker"] = {k: v for k, v in result.items() if k != "work_s"}
+    # Start-up: until the pipeline reads its first image; for the script variants, until their timed work.
+    if measured["first_read_s"] is not None:
+        record["startup_s"] = measured["first_read_s"]
+    elif result.get("work_s"):
+        record["startup_s"] = measured["wall_s"] - result["work_s"]
     return record
 
 

@@ -1,6 +1,7 @@
 """The benchmark's floor (scripts/bench_variants.py) does the pipeline's per-image work: it counts
 what the pipeline would write or refuse, and its GZIP stream holds the pipeline's TFRecords. Its
-runner-only variant runs the pipeline with none of that work."""
+runner-only variant runs the pipeline with none of that work. A pipeline run's start-up is
+measured to its first image read."""
 
 import gzip
 import struct
@@ -19,7 +20,9 @@ from transforms.example_proto import Example
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "scripts"))
 
-import bench_variants  # noqa: E402  (a script module, found through the line above)
+import bench_measure  # noqa: E402  (script modules, found through the line above)
+import bench_runs  # noqa: E402
+import bench_variants  # noqa: E402
 
 GOOD = {"cat/a.jpg": (40, 30), "cat/b.jpg": (20, 10), "dog/c.jpg": (16, 16)}
 
@@ -95,3 +98,27 @@ def test_runner_only_writes_the_first_images_example_for_every_source(tmp_path):
     first = Example.FromString(records[0]).features.feature
     assert first["image/filename"].bytes_list.value == [items[0][0].encode()]
     assert {bytes(r) for r in records} == {bytes(records[0])}
+
+
+def test_a_pipeline_runs_start_up_ends_when_it_reads_its_first_image(tmp_path):
+    corpus, logs = tmp_path / "corpus", tmp_path / "logs"
+    items = _corpus(corpus)
+    logs.mkdir()
+    out = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "--input",
+        str(corpus),
+        "--output",
+        str(out),
+        "--max_error_fraction",
+        "0.5",
+    ]
+    measured = bench_measure.run_measured(command, str(logs), timeout=300)
+    assert measured["rc"] == 0, bench_measure.tail(measured["stderr_path"])
+
+    assert 0 < measured["first_read_s"] < measured["wall_s"]
+    record = bench_runs.run_record(1, measured, {"files": len(items), "mb": 0.01})
+    assert record["startup_s"] == measured["first_read_s"] and record["work_s"] > 0

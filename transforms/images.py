@@ -72,6 +72,10 @@ class ReadImages(beam.DoFn):
         self._checks = (
             CheckPool(self._check_processes, self._max_pixels, self._encoding) if self._check_processes else None
         )
+        # How this worker reads, and (in the log's timestamp) when its first image is read: the
+        # benchmark's start-up figure.
+        processes = f", checks in {self._check_processes} processes" if self._check_processes else ""
+        _LOG.info("reading images on %d threads%s", self._threads, processes)
 
     def start_bundle(self):
         self._in_flight = collections.deque()  # futures of chunks' [(outcome, bytes read)], in order
