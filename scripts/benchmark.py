@@ -21,10 +21,10 @@ of:
   (job construction and run, after imports and planning).
 * peak RSS: the maximum, over samples taken every ~50 ms, of the summed VmRSS of the subprocess and
   all its descendants (read from /proc; shared pages are counted once per process).
-
 * start-up: for the pipeline variants, from launch to the timestamp of ReadImages' first log line
   (its first image read: imports, planning, building and translating the job, listing the
   sources); for the script variants, wall-clock minus their timed work.
+
 plus ratios: throughput vs ``serial_tf``, peak RSS vs ``plain_beam``, and each pipeline variant's
 images/s over those of the floor on the same cores, wall-clock and in-job (its ``elapsed`` against
 the floor's time after imports).
