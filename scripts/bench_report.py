@@ -15,6 +15,7 @@ from bench_settings import FLOOR_VARIANTS, PINNED_CPUS, PIPELINE_VARIANTS
 TABLE_NOTES = (
     "\nimg/s, MB/s: corpus files / input bytes over the subprocess' wall-clock time, start-up included;"
     "\ncpu s: user+system CPU seconds of the process tree (insensitive to other load on the machine);"
+    "\nsys s: its system part (on these VMs mostly copying output into the page cache, whose cost varies);"
     "\npeak RSS: summed VmRSS of the process tree, sampled every ~50 ms; img/s work: after imports"
     "\n(pipeline variants: the summary's elapsed); records: TFRecord records counted in the first run's output."
 )
@@ -36,6 +37,7 @@ def summarize(runs: list[dict]) -> dict:
     summary["median"] = {
         "wall_s": _median([r["wall_s"] for r in ok]),
         "cpu_s": _median([r["cpu_s"] for r in ok]),
+        "sys_s": _median([r["sys_s"] for r in ok]),
         "images_per_s": _median([r["images_per_s"] for r in ok]),
         "mb_per_s": _median([r["mb_per_s"] for r in ok]),
         "peak_rss_mb": _median([r["peak_rss_mb"] for r in ok]),
@@ -113,7 +115,7 @@ def _table_row(variant: str, summary: dict, base_tp, base_rss) -> str:
     return (
         f"{variant:<17} {summary['ok_runs']:>2}/{len(summary['runs']):<2} {med['images_per_s']:>8.1f} {spread:>13} "
         f"{med['mb_per_s']:>7.1f} {med['peak_rss_mb']:>12.0f} {_fmt(tp_ratio, '.2f', 'x'):>13} "
-        f"{_fmt(rss_ratio, '.2f', 'x'):>12} {med['wall_s']:>7.2f} {med['cpu_s']:>7.2f} "
+        f"{_fmt(rss_ratio, '.2f', 'x'):>12} {med['wall_s']:>7.2f} {med['cpu_s']:>7.2f} {med['sys_s']:>6.2f} "
         f"{_fmt(med['work_images_per_s'], '.1f'):>11} {_fmt(records, 'd'):>8}"
     )
 
@@ -124,7 +126,7 @@ def print_table(results: dict, corpus: dict, runs: int) -> None:
     base_rss = _baseline(results, "plain_beam", "peak_rss_mb")
     header = (
         f"{'variant':<17} {'ok':>5} {'img/s':>8} {'(min-max)':>13} {'MB/s':>7} {'peak RSS MB':>12} "
-        f"{'vs serial_tf':>13} {'RSS vs beam':>12} {'wall s':>7} {'cpu s':>7} {'img/s work':>11} {'records':>8}"
+        f"{'vs serial_tf':>13} {'RSS vs beam':>12} {'wall s':>7} {'cpu s':>7} {'sys s':>6} {'img/s work':>11} {'records':>8}"
     )
     print()
     print(

@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 from bench_measure import run_measured, tail
-from bench_settings import BENCHMARK_SCRIPT, FLOOR_VARIANTS, PINNED_CPUS, PIPELINE_VARIANTS
+from bench_settings import BENCHMARK_SCRIPT, PINNED_CPUS, PIPELINE_VARIANTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,10 +47,8 @@ def variant_command(variant: str, settings: RunSettings, dest: str) -> list[str]
     return [*pinning(variant), sys.executable, BENCHMARK_SCRIPT, *worker]
 
 
-def verify_output(variant: str, dest: str, log_dir: str, timeout: float) -> dict:
-    """What the `count` worker finds in a run's output folder (nothing to count for the floors)."""
-    if variant in FLOOR_VARIANTS:
-        return {}
+def verify_output(dest: str, log_dir: str, timeout: float) -> dict:
+    """What the `count` worker finds in a run's output folder."""
     cmd = [sys.executable, BENCHMARK_SCRIPT, "--worker", "count", "--dest", dest]
     vdir = os.path.join(log_dir, "verify")
     os.makedirs(vdir, exist_ok=True)
@@ -68,6 +66,7 @@ def run_record(run_index: int, measured: dict, corpus: dict) -> dict:
         "timed_out": measured["timed_out"],
         "wall_s": measured["wall_s"],
         "cpu_s": measured["cpu_s"],
+        "sys_s": measured["sys_s"],
         "images_per_s": corpus["files"] / measured["wall_s"],
         "mb_per_s": corpus["mb"] / measured["wall_s"],
         "peak_rss_mb": measured["peak_rss_mb"],
@@ -130,7 +129,7 @@ class RoundRobin:
         ok, status = _status(measured)
         print(
             f"  run {run_index + 1}/{self.settings.runs} {variant:<17} {status:<10} {record['wall_s']:7.2f} s  "
-            f"{record['images_per_s']:7.1f} img/s  cpu {record['cpu_s']:6.1f} s  "
+            f"{record['images_per_s']:7.1f} img/s  cpu {record['cpu_s']:6.1f} s (sys {record['sys_s']:4.1f})  "
             f"peak RSS {record['peak_rss_mb']:6.0f} MB  (load {record['loadavg_after']:.1f})",
             flush=True,
         )
@@ -148,9 +147,9 @@ class RoundRobin:
 
     def check_output(self, variant: str, dest: str, run_dir: str) -> None:
         """Counts the records of a variant's first output against the corpus' file count."""
-        check = self.verified[variant] = verify_output(variant, dest, run_dir, self.settings.timeout)
+        check = self.verified[variant] = verify_output(dest, run_dir, self.settings.timeout)
         files = self.settings.corpus["files"]
         if "verify_error" in check:
             self.problems[variant].append(f"verification failed:\n{check['verify_error']}")
-        elif variant not in FLOOR_VARIANTS and check.get("records") != files:
+        elif check.get("records") != files:
             self.problems[variant].append(f"wrote {check.get('records')} records for {files} input files: {check}")

@@ -168,19 +168,27 @@ def gzip_chunk(chunk: list[tuple], keys: dict, max_pixels: int, tally: dict) -> 
     yield compressor.flush()
 
 
-def floor_chunk(chunk: list[tuple], keys: dict, max_pixels: int) -> dict:
-    """A pool task: one chunk's records, errors and GZIP bytes (the stream itself is discarded)."""
-    tally = {"records": 0, "errors": 0}
-    tally["compressed_bytes"] = sum(len(piece) for piece in gzip_chunk(chunk, keys, max_pixels, tally))
+def floor_chunk(task: tuple[int, list[tuple]], keys: dict, max_pixels: int, dest: str) -> dict:
+    """A pool task: one chunk's GZIP stream written to its own file in `dest` (a conversion's output
+    has to land in files: the page cache's cost is part of the necessary work), and its tally of
+    records, errors and GZIP bytes."""
+    from pipeline.contract.layout import GZIP, record_files
+
+    index, chunk = task
+    tally = {"records": 0, "errors": 0, "compressed_bytes": 0}
+    with open(os.path.join(dest, f"floor-{index:05d}{record_files(GZIP).suffix}"), "wb") as f:
+        for piece in gzip_chunk(chunk, keys, max_pixels, tally):
+            tally["compressed_bytes"] += len(piece)
+            f.write(piece)
     return tally
 
 
-def worker_floor(items, corpus: str) -> dict:
+def worker_floor(items, corpus: str, dest: str) -> dict:
     """The necessary work, in plain processes: per image, what the pipeline must do and nothing else
-    (read, integrity check, Example, TFRecord framing, GZIP through the pipeline's codec), on one
-    process per CPU this process may run on, each given contiguous chunks of files. It imports only
-    the modules that do that work (no Beam), so its wall-clock time is the start-up a plain script
-    pays."""
+    (read, integrity check, Example, TFRecord framing, GZIP through the pipeline's codec, writing
+    the stream to a file in `dest`), on one process per CPU this process may run on, each given
+    contiguous chunks of files. It imports only the modules that do that work (no Beam), so its
+    wall-clock time is the start-up a plain script pays."""
     import functools
     import multiprocessing
 
@@ -194,10 +202,11 @@ def worker_floor(items, corpus: str) -> dict:
     processes = usable_cores()
     size = max(1, -(-len(tasks) // (processes * FLOOR_CHUNKS_PER_PROCESS)))
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
-    task = functools.partial(floor_chunk, keys=DEFAULT_IMAGE_KEYS, max_pixels=DEFAULT_MAX_PIXELS)
+    task = functools.partial(floor_chunk, keys=DEFAULT_IMAGE_KEYS, max_pixels=DEFAULT_MAX_PIXELS, dest=dest)
     t0 = time.perf_counter()
+    os.makedirs(dest, exist_ok=True)
     with multiprocessing.Pool(processes) as pool:
-        tallies = list(pool.imap_unordered(task, chunks))
+        tallies = list(pool.imap_unordered(task, enumerate(chunks)))
     result = {key: sum(t[key] for t in tallies) for key in ("records", "errors", "compressed_bytes")}
     return {"work_s": time.perf_counter() - t0, "processes": processes, **result}
 
@@ -276,7 +285,7 @@ def run_worker(args) -> int:
     else:
         items = list_corpus(args.corpus, tuple(args.extensions.split(",")))
         if args.worker in FLOOR_VARIANTS:
-            result = worker_floor(items, args.corpus)
+            result = worker_floor(items, args.corpus, args.dest)
         elif args.worker == "runner_1core":
             result = worker_runner_only(items, args.corpus, args.dest)
         else:

@@ -52,10 +52,11 @@ Variants:
                 per CPU it may use (``os.sched_getaffinity``), each given contiguous chunks of
                 files, does per file what the pipeline must: read it, ``check_image``, encode the
                 pipeline's Example, frame it as a TFRecord and GZIP it through the pipeline's
-                codec (transforms.gzip_choice; one stream per chunk), discarding the output. It
-                imports no Beam: its start-up is what a plain script pays.
-``floor_1core`` ``floor`` under ``taskset -c 0``, hence one process. The floors write nothing and
-                are not verified. ``taskset`` (util-linux) must be installed for the 1-core variants.
+                codec (transforms.gzip_choice), writing each chunk's stream to a file of its own
+                (any conversion's output has to reach the page cache). It imports no Beam: its
+                start-up is what a plain script pays.
+``floor_1core`` ``floor`` under ``taskset -c 0``, hence one process. ``taskset`` (util-linux) must
+                be installed for the 1-core variants.
 ``runner_1core`` ``pipeline_1core`` with ReadImages' per-source work (read, check, Example) replaced
                 by one ready Example for every source: what a run costs besides the per-image
                 work (Beam's runner, framing, GZIP, writing and reading back the shards).
@@ -64,7 +65,8 @@ Before timing, the corpus is read once (so every variant sees a warm page cache)
 Beam are imported once in a throw-away process (so the first run does not pay for a cold disk
 cache). After the first run of each variant its output is checked, untimed: the TFRecord records are
 counted (for ``pipeline``, those of the shards listed in ``manifest.json``) and compared with the
-corpus' file count (``--no-verify`` skips this).
+corpus' file count (``--no-verify`` skips this). Each run's output is deleted after it (unless
+``--keep``), so every run writes into a page cache in the same state.
 
 Prints a table, then per-image costs measured in this process on one thread (the integrity check
 against header-only dimensions; GZIP as stored blocks, through ISA-L and the stdlib's zlib; the

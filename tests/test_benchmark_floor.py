@@ -1,5 +1,6 @@
 """The benchmark's floor (scripts/bench_variants.py) does the pipeline's per-image work: it counts
-what the pipeline would write or refuse, and its GZIP stream holds the pipeline's TFRecords. Its
+what the pipeline would write or refuse, and its GZIP streams, written to files, hold the
+pipeline's TFRecords. Its
 runner-only variant runs the pipeline with none of that work. A pipeline run's start-up is
 measured to its first image read."""
 
@@ -50,11 +51,18 @@ def _records(stream: bytes) -> list[bytes]:
     return payloads
 
 
-def test_floor_counts_images_and_errors(tmp_path):
-    result = bench_variants.worker_floor(_corpus(tmp_path), str(tmp_path))
+def test_floor_counts_images_and_errors_and_writes_its_records(tmp_path):
+    corpus, dest = tmp_path / "corpus", tmp_path / "out"
+    result = bench_variants.worker_floor(_corpus(corpus), str(corpus), str(dest))
 
     assert (result["records"], result["errors"]) == (len(GOOD), 1)
-    assert result["compressed_bytes"] > 0 and result["processes"] >= 1 and result["work_s"] > 0
+    assert result["processes"] >= 1 and result["work_s"] > 0
+    files = sorted(dest.iterdir())
+    assert sum(f.stat().st_size for f in files) == result["compressed_bytes"]
+    written = [Example.FromString(bytes(r)).features.feature for f in files for r in read_records(str(f))]
+    assert sorted(f["image/filename"].bytes_list.value[0] for f in written) == [
+        str(corpus / key).encode() for key in sorted(GOOD)
+    ]
 
 
 def test_floor_chunk_is_gzip_of_the_pipelines_records(tmp_path):
