@@ -126,7 +126,8 @@ def print_table(results: dict, corpus: dict, runs: int) -> None:
     base_rss = _baseline(results, "plain_beam", "peak_rss_mb")
     header = (
         f"{'variant':<17} {'ok':>5} {'img/s':>8} {'(min-max)':>13} {'MB/s':>7} {'peak RSS MB':>12} "
-        f"{'vs serial_tf':>13} {'RSS vs beam':>12} {'wall s':>7} {'cpu s':>7} {'sys s':>6} {'img/s work':>11} {'records':>8}"
+        f"{'vs serial_tf':>13} {'RSS vs beam':>12} {'wall s':>7} {'cpu s':>7} {'sys s':>6} "
+        f"{'img/s work':>11} {'records':>8}"
     )
     print()
     print(
