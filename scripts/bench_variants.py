@@ -203,8 +203,8 @@ def worker_floor(items, corpus: str, dest: str) -> dict:
     size = max(1, -(-len(tasks) // (processes * FLOOR_CHUNKS_PER_PROCESS)))
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
     task = functools.partial(floor_chunk, keys=DEFAULT_IMAGE_KEYS, max_pixels=DEFAULT_MAX_PIXELS, dest=dest)
-    t0 = time.perf_counter()
     os.makedirs(dest, exist_ok=True)
+    t0 = time.perf_counter()
     with multiprocessing.Pool(processes) as pool:
         tallies = list(pool.imap_unordered(task, enumerate(chunks)))
     result = {key: sum(t[key] for t in tallies) for key in ("records", "errors", "compressed_bytes")}
