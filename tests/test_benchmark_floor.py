@@ -1,8 +1,7 @@
 """The benchmark's floor (scripts/bench_variants.py) does the pipeline's per-image work: it counts
 what the pipeline would write or refuse, and its GZIP streams, written to files, hold the
-pipeline's TFRecords. Its
-runner-only variant runs the pipeline with none of that work. A pipeline run's start-up is
-measured to its first image read."""
+pipeline's TFRecords. Its runner-only variant runs the pipeline with none of that work. A pipeline
+run's start-up is measured to its first image read."""
 
 import gzip
 import struct
