@@ -67,6 +67,7 @@ def run_record(run_index: int, measured: dict, corpus: dict) -> dict:
         "wall_s": measured["wall_s"],
         "cpu_s": measured["cpu_s"],
         "sys_s": measured["sys_s"],
+        "cpu_us_per_image": 1e6 * measured["cpu_s"] / corpus["files"],
         "images_per_s": corpus["files"] / measured["wall_s"],
         "mb_per_s": corpus["mb"] / measured["wall_s"],
         "peak_rss_mb": measured["peak_rss_mb"],

@@ -1,0 +1,59 @@
+"""The benchmark's report (scripts/bench_report.py) sets each per-image cost against the default
+pipeline's CPU time per image: its wall-clock time per image is shared by the threads that run
+those costs side by side, so a share of it overstates them."""
+
+import sys
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import bench_report  # noqa: E402  (script modules, found through the line above)
+import bench_runs  # noqa: E402
+
+CORPUS = {"files": 10_000, "mb": 990.0}
+COSTS = {
+    "header_only_us": 18.0,
+    "check_image_us": 1_050.0,
+    "gzip_zlib_us": 1_600.0,
+    "gzip_isal_us": 100.0,
+    "gzip_stored_us": 40.0,
+    "read_back_us": 42.0,
+}
+
+
+def _run(index: int, wall_s: float, cpu_s: float) -> dict:
+    """One successful run of the pipeline as bench_runs records it."""
+    measured = {
+        "rc": 0,
+        "timed_out": False,
+        "wall_s": wall_s,
+        "cpu_s": cpu_s,
+        "sys_s": 1.0,
+        "peak_rss_mb": 1_200.0,
+        "peak_processes": 1,
+        "rss_samples": 100,
+        "result": {"work_s": wall_s - 1.5},
+        "first_read_s": 1.5,
+    }
+    return bench_runs.run_record(index, measured, CORPUS)
+
+
+def test_per_image_costs_are_shares_of_the_pipelines_cpu_time_per_image(capsys):
+    # 2 cores: 10 s of wall-clock time but 20-22 s of CPU for 10,000 images.
+    runs = {"pipeline": [_run(1, 10.0, 20.0), _run(2, 10.5, 21.0), _run(3, 9.5, 22.0)]}
+    results = bench_report.summarize_all(["pipeline"], runs, {}, {"pipeline": []})
+    assert results["pipeline"]["median"]["cpu_us_per_image"] == 2_100.0
+
+    bench_report.print_per_image_costs(COSTS, results, runs=3)
+
+    printed = capsys.readouterr().out
+    assert "check_image 1050 us (50% of the pipeline's CPU time per image)" in printed
+    assert "read-back before publishing 42 us (2% of the pipeline's CPU time per image)" in printed
+
+
+def test_per_image_costs_print_without_shares_when_the_pipeline_did_not_run(capsys):
+    bench_report.print_per_image_costs(COSTS, {}, runs=3)
+
+    printed = capsys.readouterr().out
+    assert "check_image 1050 us;" in printed
+    assert "% of the pipeline" not in printed
