@@ -38,7 +38,7 @@ def summarize(runs: list[dict]) -> dict:
         "wall_s": _median([r["wall_s"] for r in ok]),
         "cpu_s": _median([r["cpu_s"] for r in ok]),
         "sys_s": _median([r["sys_s"] for r in ok]),
-        "cpu_us_per_image": _median([r.get("cpu_us_per_image") for r in ok]),
+        "cpu_us_per_image": _median([r["cpu_us_per_image"] for r in ok]),
         "images_per_s": _median([r["images_per_s"] for r in ok]),
         "mb_per_s": _median([r["mb_per_s"] for r in ok]),
         "peak_rss_mb": _median([r["peak_rss_mb"] for r in ok]),
