@@ -8,6 +8,7 @@
     errors-00000-of-00001.jsonl          dead letters, one JSON object a line
     manifest.json                        written last: its presence means the dataset is complete
     manifest.rejected.json               written instead by a run that must not be trusted
+    .shard-parts/                        while a local run writes: each bundle's part of each shard
 
 A `ShardedFileTemplate` both formats and parses shard names (as TFDS's does), so writers, readers
 and the clean-up of a previous dataset agree on one spelling.
@@ -22,6 +23,7 @@ MANIFEST_NAME = "manifest.json"
 REJECTED_MANIFEST_NAME = "manifest.rejected.json"
 TEMPORARY_SUFFIX = ".tmp"  # written, then renamed into place
 ERRORS_PREFIX = "errors"
+SHARD_PARTS_FOLDER = ".shard-parts"  # transforms.shard_parts; gone once the shards are final
 
 
 def join(folder: str, name: str) -> str:

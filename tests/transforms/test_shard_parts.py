@@ -1,0 +1,76 @@
+"""Records written into shard parts as they are made, then finalized on the DirectRunner: every
+planned shard exists under its name and TensorFlow reads exactly the records the successful
+bundles wrote (one part renamed, several joined, none an empty shard), a failed attempt's part
+reaches no shard, and the parts folder is gone."""
+
+import apache_beam as beam
+import pytest
+import tensorflow as tf
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, UNCOMPRESSED
+from pipeline.tfrecord_reader import read_records
+from transforms.shard_parts import BundleShards, FinalizeShards, ShardLayout
+
+
+def _tf_records(path: str, compression: str) -> list[bytes]:
+    kind = "GZIP" if compression == GZIP else ""
+    return [r.numpy() for r in tf.data.TFRecordDataset(path, compression_type=kind)]
+
+
+def _planned(layout: ShardLayout) -> list[str]:
+    return [layout.shard_path(split, i) for split, total in layout.shards.items() for i in range(total)]
+
+
+def _finalize(layout: ShardLayout, parts) -> None:
+    """Runs FinalizeShards, which must output every planned shard's path."""
+    with beam.Pipeline() as p:
+        finalized = p | beam.Create(parts) | FinalizeShards(layout)
+        assert_that(finalized, equal_to(_planned(layout)))
+
+
+@pytest.mark.parametrize("compression", [GZIP, UNCOMPRESSED])
+def test_each_shard_holds_what_its_bundles_wrote_and_nothing_else(tmp_path, compression):
+    layout = ShardLayout(str(tmp_path), {"train": 3, "validation": 2}, compression)
+    one = BundleShards(layout)
+    for i in range(10):
+        one.write("train", b"first-%d" % i)
+    one.write("validation", b"first-validation")
+    failed = BundleShards(layout)  # an attempt that fails: its parts are never reported
+    for i in range(6):
+        failed.write("train", b"failed-%d" % i)
+    failed.close()
+    two = BundleShards(layout)
+    for i in range(4):
+        two.write("train", b"second-%d" % i)
+    parts = [*one.close(), *two.close()]
+    assert sum(part.records for part in parts) == 15
+    assert {part.split for part in parts} == {"train", "validation"}
+
+    _finalize(layout, parts)
+
+    held = {path: _tf_records(path, compression) for path in _planned(layout)}
+    train = sorted(r for path, records in held.items() if "/train-" in path for r in records)
+    assert train == sorted([b"first-%d" % i for i in range(10)] + [b"second-%d" % i for i in range(4)])
+    assert sorted(len(held[layout.shard_path("train", i)]) for i in range(3)) in ([4, 5, 5], [4, 4, 6])
+    validation = [held[layout.shard_path("validation", i)] for i in range(2)]
+    assert sorted(validation) == [[], [b"first-validation"]]  # the shard no record reached is empty, and valid
+    for path in held:  # the job's own read-back agrees with TensorFlow
+        assert list(read_records(path, compression)) == held[path]
+    assert not (tmp_path / SHARD_PARTS_FOLDER).exists()
+
+
+def test_records_are_spread_round_robin_over_the_splits_shards(tmp_path):
+    layout = ShardLayout(str(tmp_path), {"train": 4}, GZIP)
+    bundle = BundleShards(layout)
+    for i in range(10):
+        bundle.write("train", b"%d" % i)
+    parts = bundle.close()
+    assert sorted(part.records for part in parts) == [2, 2, 3, 3]
+    assert sorted(part.index for part in parts) == [0, 1, 2, 3]
+
+
+def test_a_record_of_an_unplanned_split_raises(tmp_path):
+    bundle = BundleShards(ShardLayout(str(tmp_path), {"train": 1}, GZIP))
+    with pytest.raises(ValueError, match="split 'test', which the plan does not name"):
+        bundle.write("test", b"stray")

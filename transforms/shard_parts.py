@@ -1,0 +1,135 @@
+"""Writing records into their shards in the step that makes them, for the lean local runner.
+
+That runner runs a step's whole bundle before any step downstream sees its output, and
+WriteToTFRecord groups every record by shard before it writes one: a local run held every record
+in memory until the last image was read, then wrote them all on one thread (README, Performance).
+Here the step that makes the records writes them as it goes: each bundle attempt writes one part
+per planned shard, round robin from a random shard (as WriteToTFRecord spreads records), through
+Beam's file systems (the same GZIP codec, local and gs:// paths), and reports its parts when it
+finishes. FinalizeShards then gives each planned shard its parts' bytes under the shard's name
+(renamed when one bundle wrote it, joined in order when several did: GZIP members and TFRecord
+frames both concatenate), creates an empty shard where no record went, and removes the parts
+folder. A failed attempt never reports its parts, so its records reach no shard.
+
+Remote runners keep WriteToTFRecord: they pass records between fused steps without holding them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import shutil
+import uuid
+from typing import NamedTuple
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import storage
+from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, join, record_files
+from pipeline.tfrecord_framing import framed
+from transforms.gzip_codec import use_gzip_codec
+
+use_gzip_codec()
+
+SHARD_PARTS = "shard_parts"  # the tag of the output that reports a bundle's ShardParts
+
+
+class ShardPart(NamedTuple):
+    """One bundle attempt's records for one shard, in the file at `path`."""
+
+    split: str
+    index: int
+    path: str
+    records: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardLayout:
+    """Where a run's shards go: `folder`, each split's planned shard count, the compression (GZIP or
+    NONE, as a manifest says it)."""
+
+    folder: str
+    shards: dict[str, int]
+    compression: str
+
+    @property
+    def parts_folder(self) -> str:
+        return join(self.folder, SHARD_PARTS_FOLDER)
+
+    def shard_path(self, split: str, index: int) -> str:
+        return join(self.folder, record_files(self.compression).name(split, index, self.shards[split]))
+
+    def create(self, path: str):
+        codec = CompressionTypes.GZIP if self.compression == GZIP else CompressionTypes.UNCOMPRESSED
+        return FileSystems.create(path, compression_type=codec)
+
+
+class _OpenPart:
+    def __init__(self, file, path: str):
+        self.file, self.path, self.records = file, path, 0
+
+
+class BundleShards:
+    """One bundle attempt's open parts: `write` frames a record into the next part of its split,
+    `close` finishes them and says what each holds. Splits the layout does not name raise."""
+
+    def __init__(self, layout: ShardLayout):
+        self._layout = layout
+        self._attempt = uuid.uuid4().hex
+        self._next = {split: random.randrange(total) for split, total in layout.shards.items()}
+        self._open: dict[tuple[str, int], _OpenPart] = {}
+
+    def write(self, split: str, payload: bytes) -> None:
+        if split not in self._next:
+            raise ValueError(f"record of split {split!r}, which the plan does not name ({sorted(self._next)})")
+        index = self._next[split]
+        self._next[split] = (index + 1) % self._layout.shards[split]
+        part = self._open.get((split, index))
+        if part is None:
+            path = join(self._layout.parts_folder, f"{split}-{index:05d}-{self._attempt}")
+            part = self._open[(split, index)] = _OpenPart(self._layout.create(path), path)
+        for piece in framed(payload):
+            part.file.write(piece)
+        part.records += 1
+
+    def close(self) -> list[ShardPart]:
+        parts = []
+        for (split, index), part in sorted(self._open.items()):
+            part.file.close()
+            parts.append(ShardPart(split, index, part.path, part.records))
+        self._open = {}
+        return parts
+
+
+def finalize_shard(layout: ShardLayout, split: str, index: int, parts: list[ShardPart]) -> str:
+    """Puts the bytes of the shard's parts (if any) under the shard's name; returns its path."""
+    path = layout.shard_path(split, index)
+    mine = sorted(part.path for part in parts if (part.split, part.index) == (split, index))
+    if not mine:
+        layout.create(path).close()  # a valid empty shard, as WriteToTFRecord writes
+    elif len(mine) == 1:
+        FileSystems.rename(mine, [path])
+    else:
+        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as out:
+            for part in mine:
+                with storage.open_binary(part) as f:
+                    shutil.copyfileobj(f, out, 1 << 20)
+    return path
+
+
+def _finalize_all(parts: list[ShardPart], layout: ShardLayout):
+    for split, total in layout.shards.items():
+        for index in range(total):
+            yield finalize_shard(layout, split, index, parts)
+    storage.delete_folder(layout.parts_folder)  # with any part of a failed attempt
+
+
+@beam.ptransform_fn
+def FinalizeShards(parts, layout: ShardLayout):
+    """`parts`: the ShardParts every successful bundle reported. Returns the PCollection of the
+    planned shards' paths, complete, once the parts folder is gone. The parts come in as one
+    list on the main input: on the lean runner a side input of them can come out empty (as one
+    of a write's output does, pipeline.readback)."""
+    return parts | "AllParts" >> beam.combiners.ToList() | "FromParts" >> beam.FlatMap(_finalize_all, layout)
