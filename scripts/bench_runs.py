@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 from bench_measure import run_measured, tail
-from bench_settings import BENCHMARK_SCRIPT, PINNED_CPUS, PIPELINE_VARIANTS
+from bench_settings import BENCHMARK_SCRIPT, PINNED_CPUS, PIPELINE_CONFIGS, PIPELINE_VARIANTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +125,11 @@ class RoundRobin:
         if variant not in PIPELINE_VARIANTS:
             os.makedirs(dest)  # the pipeline creates its own output folder
         command = variant_command(variant, self.settings, dest)
+        if variant in PIPELINE_CONFIGS:
+            config = os.path.join(run_dir, "config.yaml")
+            with open(config, "w", encoding="utf-8") as f:
+                f.write(PIPELINE_CONFIGS[variant])
+            command += ["--config", config]
         measured = run_measured(command, run_dir, self.settings.timeout)
         record = run_record(run_index, measured, self.settings.corpus)
         ok, status = _status(measured)

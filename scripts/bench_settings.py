@@ -19,6 +19,8 @@ VARIANTS = (
     "pipeline_uncompressed",
     "pipeline_parallel",
     "pipeline_1core",
+    "pipeline_write_to_tfrecord",
+    "pipeline_write_to_tfrecord_1core",
     "serial_tf",
     "plain_beam",
     "floor",
@@ -31,12 +33,25 @@ PIPELINE_VARIANTS = {
     "pipeline_uncompressed": ["--compression", "none"],
     "pipeline_parallel": ["--direct_num_workers", "0"],
     "pipeline_1core": [],
+    "pipeline_write_to_tfrecord": [],
+    "pipeline_write_to_tfrecord_1core": [],
+}
+# YAML each run of a pipeline variant gets as its --config (written into the run's folder).
+_WRITE_TO_TFRECORD = "image: {local_write_while_reading: false}\n"
+PIPELINE_CONFIGS = {
+    "pipeline_write_to_tfrecord": _WRITE_TO_TFRECORD,
+    "pipeline_write_to_tfrecord_1core": _WRITE_TO_TFRECORD,
 }
 # The floors (bench_variants.worker_floor): the work every image needs, on every core they may use.
 # They write no output, so there is nothing to verify.
 FLOOR_VARIANTS = ("floor", "floor_1core")
 # Variants run under `taskset -c CPUS`, so that a pipeline and its floor are compared on the same cores.
-PINNED_CPUS = {"pipeline_1core": (0,), "floor_1core": (0,), "runner_1core": (0,)}
+PINNED_CPUS = {
+    "pipeline_1core": (0,),
+    "pipeline_write_to_tfrecord_1core": (0,),
+    "floor_1core": (0,),
+    "runner_1core": (0,),
+}
 # What `--worker` runs: the script variants, and `count` (the untimed check of an output folder).
 WORKERS = ("serial_tf", "plain_beam", *FLOOR_VARIANTS, "runner_1core", "count")
 

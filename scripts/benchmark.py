@@ -5,7 +5,8 @@ Usage::
 
     python scripts/benchmark.py [--corpus bench/photos]
                                 [--variants pipeline,pipeline_uncompressed,pipeline_parallel,pipeline_1core,
-                                            serial_tf,plain_beam,floor,floor_1core,runner_1core]
+                                            pipeline_write_to_tfrecord,pipeline_write_to_tfrecord_1core,serial_tf,
+                                            plain_beam,floor,floor_1core,runner_1core]
                                 [--runs 3] [--pipeline_args "--some_flag value"] [--json results.json]
 
 Runs every variant ``--runs`` times, each run in its own subprocess, round-robin (run 1 of every
@@ -41,6 +42,10 @@ Variants:
                 in-process worker per core, instead of the CLI's default single-threaded runner
                 (see pipeline/runners.py).
 ``pipeline_1core``  ``pipeline`` under ``taskset -c 0``: one core, to compare with ``floor_1core``.
+``pipeline_write_to_tfrecord``  ``pipeline`` with ``image.local_write_while_reading: false``: the
+                records held until WriteToTFRecord writes them, as before issue 13 and as on
+                every runner but the default local one (transforms/shard_parts.py);
+                ``pipeline_write_to_tfrecord_1core`` the same under ``taskset -c 0``.
 ``serial_tf``   the TensorFlow tutorials' serial loop: ``tf.io.read_file``, ``tf.io.decode_jpeg`` for
                 the dimensions, a ``tf.train.Example`` (image/encoded, height, width, channels,
                 label, class text, filename, format, under the pipeline's feature keys) written
