@@ -12,10 +12,11 @@ from pipeline.config import Config, to_dict
 from pipeline.planning import Plan
 from pipeline.publish import Publication, PublishManifest, RunSettings
 from pipeline.readback import ReadBackShards
-from pipeline.runners import check_processes
-from transforms.images import ReadImages
+from pipeline.runners import check_processes, writes_while_reading
+from transforms.images import ReadImages, ReadImagesIntoShards
 from transforms.outcomes import DEAD_LETTERS, CountRecords, SummarizeOutcomes
 from transforms.permute import PermuteOrder
+from transforms.shard_parts import SHARD_PARTS, FinalizeShards, ShardLayout
 from transforms.sources import ListClassFolders, ReadImageCsv
 from transforms.tabular import EncodeRows, InferSchema, ReadCsvRows
 from transforms.write import WriteDeadLetters, WriteSplits
@@ -23,15 +24,24 @@ from transforms.write import WriteDeadLetters, WriteSplits
 
 @dataclasses.dataclass(frozen=True)
 class Outcomes:
-    """The PCollections one kind of input turns into: every source ends in exactly one of them."""
+    """The PCollections one kind of input turns into: every source ends as a record (counted in
+    `counted`, written in `shard_files`), a skip or a dead letter."""
 
-    records: beam.PCollection
+    counted: beam.PCollection  # OutcomeSummary of the records, one per bundle
+    shard_files: beam.PCollection  # the paths of the written shards
     skipped: beam.PCollection
     dead_letters: list[beam.PCollection]
     schema: beam.PCollection | None = None  # tabular: the inferred column types (one element)
 
 
-def _image_records(p, plan: Plan, config: Config) -> Outcomes:
+def _written(records, plan: Plan, folder: str) -> tuple[beam.PCollection, beam.PCollection]:
+    """Records -> (their OutcomeSummaries, the paths of the shards WriteToTFRecord wrote them to)."""
+    written = records | "WriteSplits" >> WriteSplits(folder, plan.shards, plan.compression)
+    counted = records | "CountRecords" >> beam.ParDo(CountRecords())
+    return counted, list(written.values()) | "AllShardFiles" >> beam.Flatten()
+
+
+def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     fractions = config.split_fractions
     if plan.kind == "images":
         listed = p | "ListClassFolders" >> ListClassFolders(plan.input, config.image.extensions, fractions)
@@ -40,6 +50,17 @@ def _image_records(p, plan: Plan, config: Config) -> Outcomes:
         listed = p | "ReadImageCsv" >> ReadImageCsv(
             plan.input, c.uri_column, c.label_column, c.split_column, fractions, tuple(plan.shards)
         )
+    settings = dict(
+        label_map=plan.label_map,
+        keys=config.image_keys,
+        max_pixels=config.image.max_pixels,
+        threads=config.image.read_threads,
+        label_offset=config.image.label_offset,
+        encoding=config.image.encoding,
+        check_processes=check_processes(p.options, config.image.local_check_processes),
+    )
+    layout = ShardLayout(folder, plan.shards, plan.compression)
+    into_shards = writes_while_reading(p.options, config.image.local_write_while_reading)
     read = (
         listed.sources
         # Permute the (small) source references before anything heavy is read: the records are
@@ -50,22 +71,18 @@ def _image_records(p, plan: Plan, config: Config) -> Outcomes:
         | "PermuteSources" >> PermuteOrder(plan.permute_buckets, batch_size=config.image.read_batch)
         | "SpreadReads" >> beam.Reshuffle()
         | "ReadImages"
-        >> beam.ParDo(
-            ReadImages(
-                plan.label_map,
-                config.image_keys,
-                config.image.max_pixels,
-                config.image.read_threads,
-                label_offset=config.image.label_offset,
-                encoding=config.image.encoding,
-                check_processes=check_processes(p.options, config.image.local_check_processes),
-            )
-        ).with_outputs(DEAD_LETTERS, main="records")
+        >> beam.ParDo(ReadImagesIntoShards(layout, **settings) if into_shards else ReadImages(**settings)).with_outputs(
+            DEAD_LETTERS, SHARD_PARTS, main="outputs"
+        )
     )
-    return Outcomes(read.records, listed.skipped, [listed.dead_letters, read.dead_letters])
+    if into_shards:
+        counted, shard_files = read.outputs, read[SHARD_PARTS] | "FinalizeShards" >> FinalizeShards(layout)
+    else:
+        counted, shard_files = _written(read.outputs, plan, folder)
+    return Outcomes(counted, shard_files, listed.skipped, [listed.dead_letters, read.dead_letters])
 
 
-def _tabular_records(p, plan: Plan, config: Config) -> Outcomes:
+def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     rows = (
         p
         | "MatchCsvFiles" >> fileio.MatchFiles(plan.input)
@@ -85,7 +102,8 @@ def _tabular_records(p, plan: Plan, config: Config) -> Outcomes:
         )
     )
     skipped = p | "NothingSkipped" >> beam.Create([])
-    return Outcomes(encoded.records, skipped, [rows.dead_letters, encoded.dead_letters], schema)
+    counted, shard_files = _written(encoded.records, plan, folder)
+    return Outcomes(counted, shard_files, skipped, [rows.dead_letters, encoded.dead_letters], schema)
 
 
 def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Publication) -> None:
@@ -93,18 +111,15 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
     `publication.folder` -> every shard read back -> the manifest, published by `publication` (a
     dataset folder, or a refresh's new version)."""
     build_records = _tabular_records if plan.kind == "csv" else _image_records
-    outcomes = build_records(p, plan, config)
-
-    written_files = outcomes.records | "WriteSplits" >> WriteSplits(publication.folder, plan.shards, plan.compression)
+    outcomes = build_records(p, plan, config, publication.folder)
     dead_letters = outcomes.dead_letters | "AllDeadLetters" >> beam.Flatten()
     error_files = dead_letters | "WriteDeadLetters" >> WriteDeadLetters(publication.folder)
     summary = (
-        (outcomes.records | "CountRecords" >> beam.ParDo(CountRecords()), outcomes.skipped, dead_letters)
+        (outcomes.counted, outcomes.skipped, dead_letters)
         | "AllOutcomes" >> beam.Flatten()
         | "Summarize" >> beam.CombineGlobally(SummarizeOutcomes())
     )
-    shard_files = list(written_files.values()) | "AllShardFiles" >> beam.Flatten()
-    counted = p | "ReadBack" >> ReadBackShards(publication.folder, plan, shard_files)
+    read_back = p | "ReadBack" >> ReadBackShards(publication.folder, plan, outcomes.shard_files)
     schema_side = beam.pvalue.AsSingleton(outcomes.schema) if outcomes.schema is not None else None
     settings = RunSettings(
         publication.run, to_dict(config), config.image_keys, config.max_error_fraction, config.image.label_offset
@@ -116,8 +131,8 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
         >> beam.ParDo(
             PublishManifest(plan, settings, publication),
             beam.pvalue.AsSingleton(summary),
-            beam.pvalue.AsList(counted),
-            beam.pvalue.AsList(shard_files),
+            beam.pvalue.AsList(read_back),
+            beam.pvalue.AsList(outcomes.shard_files),
             beam.pvalue.AsList(error_files),
             schema_side,
         )

@@ -83,6 +83,9 @@ class ImageConfig(pydantic.BaseModel):
     # image checks in this many worker processes on the default local runner ("auto": one per usable
     # core from 3 cores on, else none); other runners check on the threads (pipeline.runners.check_processes)
     local_check_processes: Literal["auto"] | Annotated[Int, Field(ge=0)] = "auto"
+    # on the default local runner, each record goes into its shard as it is made (false: through
+    # WriteToTFRecord, as on every other runner; pipeline.runners.writes_while_reading)
+    local_write_while_reading: Bool = True
     keys: dict[Str, Name] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_KEYS))
     # Reader profiles (configs/tpu_resnet.yaml). image/class/label = label id + label_offset: 1 for
     # ImageNet-style readers, whose labels are 1-based. The manifest records it.

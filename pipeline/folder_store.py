@@ -5,6 +5,7 @@ reader always finds either the previous complete dataset or the new one.
     OUTPUT/<split>-SSSSS-of-NNNNN.tfrecord.gz, errors-00000-of-00001.jsonl (pipeline.contract.layout)
     OUTPUT/.staging-<run>/               a rerun's files, beside a committed dataset
     OUTPUT/beam-temp-*/                  Beam's temporary files while a run writes
+    OUTPUT/.shard-parts/                 a local run's shard parts while it writes (transforms.shard_parts)
     OUTPUT/.lease                        the run writing now (pipeline.lease)
 
 Into a folder without a committed dataset a run writes in place and commits by writing
@@ -25,6 +26,7 @@ from pipeline import storage
 from pipeline.contract.layout import (
     MANIFEST_NAME,
     REJECTED_MANIFEST_NAME,
+    SHARD_PARTS_FOLDER,
     TEMPORARY_SUFFIX,
     is_dataset_file,
     is_reader_metadata,
@@ -38,6 +40,7 @@ _LOG = logging.getLogger(__name__)
 
 STAGING_PREFIX = ".staging-"
 BEAM_TEMPORARY_PREFIX = "beam-temp-"  # Beam's FileBasedSink names its temporary folders so
+RUN_FOLDER_PREFIXES = (STAGING_PREFIX, BEAM_TEMPORARY_PREFIX, SHARD_PARTS_FOLDER)  # folders only runs write
 
 
 def committed_manifest(output: str) -> Manifest | None:
@@ -53,14 +56,14 @@ def referenced(manifest: Manifest) -> set[str]:
 
 def leftovers(output: str, committed: Manifest | None, keep: frozenset[str] = frozenset()) -> list[str]:
     """What runs wrote into `output` that the committed manifest does not name: stray shards,
-    error reports, manifests (rejected or half-written), staging and Beam temporary folders.
+    error reports, manifests (rejected or half-written), staging, Beam temporary and shard-part folders.
     Files nobody but a run writes there; other files in the folder are never touched. Folders are
     returned whole unless the manifest names something inside (a crash between commit steps)."""
     named = (referenced(committed) if committed else set()) | set(keep)
     found = []
     prefix = output.rstrip("/") + "/"
     for top in storage.children(output):  # empty local folders too
-        if top.startswith((STAGING_PREFIX, BEAM_TEMPORARY_PREFIX)):
+        if top.startswith(RUN_FOLDER_PREFIXES):
             if any(n.startswith(top + "/") for n in named):
                 inside = storage.files_below(join(output, top))
                 found += [p for p in inside if p[len(prefix) :] not in named]
@@ -80,7 +83,7 @@ def _written_by_runs(name: str) -> bool:
 
 def remove(paths: list[str]) -> None:
     """Deletes files and run folders (as `leftovers` returns them)."""
-    folders = [p for p in paths if storage.basename(p).startswith((STAGING_PREFIX, BEAM_TEMPORARY_PREFIX))]
+    folders = [p for p in paths if storage.basename(p).startswith(RUN_FOLDER_PREFIXES)]
     for folder in folders:
         storage.delete_folder(folder)
     storage.delete([p for p in paths if p not in folders])

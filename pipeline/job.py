@@ -47,7 +47,8 @@ def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publi
     """Runs the conversion job to completion and returns the manifest it committed; None when the
     job was only built or staged (see stages_only). When the job fails, or its run is rejected,
     removes what it wrote (but a rejected run's report) and raises RunFailedError."""
-    options = pipeline_options(beam_args, plan.listing.bytes)
+    writes_images = plan.kind != "csv" and config.image.local_write_while_reading
+    options = pipeline_options(beam_args, plan.listing.bytes, lean_holds_records=not writes_images)
     p = make_pipeline(options)
     build_pipeline(p, plan, config, publication)
     try:

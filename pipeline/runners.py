@@ -1,15 +1,17 @@
 """Which Beam runner a job gets, and the pipeline object built on it.
 
-Without --runner the job runs in this process, on one of two local runners; both hold every
-record in memory (their throughput and peak memory: README, Performance):
+Without --runner the job runs in this process, on one of two local runners (their throughput
+and peak memory: README, Performance):
 
 * lean (the default): Beam's BundleBasedDirectRunner. Bundles run on one thread, but ReadImages
   checks images on its own threads (from 3 usable cores on, in a checking process per core:
   `image.local_check_processes`, check_processes below) and GZIP goes through ISA-L, so both run
-  at once.
+  at once. It holds a step's whole output until the step's bundle ends, so image records go
+  into their shards in the step that makes them (writes_while_reading); CSV records are held
+  until WriteToTFRecord writes them.
 * parallel (`--direct_num_workers N`, N > 1, or 0 for one per core): the FnApiRunner with N
   in-process workers (direct_running_mode in_memory, GroupByKey values paged through its state
-  API). Its workers are threads under one GIL, and it holds more per input byte.
+  API). Its workers are threads under one GIL, and it holds every record, more per input byte.
 
 The log warns, pointing at Dataflow, when the estimated peak exceeds the memory available now.
 
@@ -62,13 +64,13 @@ PARALLEL, LEAN = "FnApiRunner", "BundleBasedDirectRunner"
 AUTO = "auto"  # image.local_check_processes: sized from the cores
 AUTO_PROCESSES_FROM_CORES = 3
 _GB = 1e9
-# Peak RSS = base + per_input_byte * listed input bytes, fitted to scripts/benchmark.py's corpus.
+# Peak RSS = base + per_input_byte * held input bytes, fitted to scripts/benchmark.py's corpus.
 _PEAK_MODEL = {PARALLEL: (0.25 * _GB, 2.5), LEAN: (0.2 * _GB, 1.05)}
 
 
-def estimated_peak(runner: str, input_bytes: int) -> float:
+def estimated_peak(runner: str, held_bytes: int) -> float:
     base, per_byte = _PEAK_MODEL[runner]
-    return base + per_byte * input_bytes
+    return base + per_byte * held_bytes
 
 
 def available_memory() -> int | None:
@@ -83,10 +85,11 @@ def available_memory() -> int | None:
     return None
 
 
-def _local_runner(workers_asked: int | None, input_bytes: int) -> str:
+def _local_runner(workers_asked: int | None, input_bytes: int, lean_holds_records: bool) -> str:
     """`workers_asked`: the --direct_num_workers given, None if none was."""
     runner = LEAN if workers_asked in (None, 1) else PARALLEL
-    peak, available = estimated_peak(runner, input_bytes), available_memory()
+    held = input_bytes if runner == PARALLEL or lean_holds_records else 0
+    peak, available = estimated_peak(runner, held), available_memory()
     if available is not None and peak > available:
         _LOG.warning(
             "local runners hold every record in memory: this input needs about %.1f GB, %.1f GB is available; "
@@ -174,9 +177,10 @@ def beam_flag_names() -> list[str]:
     return [name for action in beam_parser()._actions for name in action.option_strings if name.startswith("--")]
 
 
-def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOptions:
+def pipeline_options(beam_args: list[str], input_bytes: int = 0, lean_holds_records: bool = True) -> PipelineOptions:
     """Beam options from the flags we do not parse; `input_bytes` (the planned listing's) sizes
-    the memory warning of a local run (no --runner given). UnsafeOptionError for options that
+    the memory warning of a local run (no --runner given), unless the lean runner would write
+    the records as it makes them (`lean_holds_records` False). UnsafeOptionError for options that
     would make the job lose records (check_experiments)."""
     options = PipelineOptions(beam_args)
     check_experiments(options.view_as(DebugOptions).experiments or [])
@@ -184,7 +188,8 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
     direct = options.view_as(DirectOptions)
     if standard.runner is None:
         workers_given = _given(beam_args, "--direct_num_workers")
-        standard.runner = _local_runner(direct.direct_num_workers if workers_given else None, input_bytes)
+        workers = direct.direct_num_workers if workers_given else None
+        standard.runner = _local_runner(workers, input_bytes, lean_holds_records)
     if standard.runner in (PARALLEL, "DirectRunner") and not _given(beam_args, "--direct_running_mode"):
         direct.direct_running_mode = "in_memory"
     if standard.runner in (PARALLEL, "DirectRunner") and direct.direct_running_mode == "multi_threading":
@@ -207,6 +212,14 @@ def check_processes(options: PipelineOptions, setting: int | str) -> int:
         cores = usable_cores()
         return cores if cores >= AUTO_PROCESSES_FROM_CORES else 0
     return int(setting)
+
+
+def writes_while_reading(options: PipelineOptions, setting: bool) -> bool:
+    """Whether ReadImages writes each record into its shard itself (transforms.shard_parts): on
+    the lean local runner, when `setting` (`image.local_write_while_reading`) says so. Every
+    other runner keeps WriteToTFRecord: Dataflow passes records between fused steps without
+    holding them, and the parallel runner's GroupByKeys hold them anyway."""
+    return setting and options.view_as(StandardOptions).runner == LEAN
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:

@@ -9,6 +9,7 @@ import shutil
 import tensorflow as tf
 
 from pipeline.cli import main
+from pipeline.contract.layout import SHARD_PARTS_FOLDER
 from tests import broken_images
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
 from transforms.splits import assign_split
@@ -18,9 +19,9 @@ FRACTIONS = (("train", 0.8), ("validation", 0.2))
 
 
 def download_dataset(emulator, prefix: str, local: pathlib.Path) -> pathlib.Path:
-    """The dataset's files (not Beam's temporary folders, which must be gone) into `local`."""
+    """The dataset's files (not Beam's temporary folders nor shard parts, which must be gone) into `local`."""
     uris = emulator.list_uris(prefix + "/")
-    assert not [u for u in uris if "beam-temp" in u], "temporary files left behind"
+    assert not [u for u in uris if "beam-temp" in u or SHARD_PARTS_FOLDER in u], "temporary files left behind"
     emulator.download_to(uris, local)
     return local
 

@@ -21,11 +21,13 @@ import pytest
 
 import pipeline.build
 from pipeline.cli import main
-from pipeline.folder_store import FolderPublication
+from pipeline.contract.layout import SHARD_PARTS_FOLDER
+from pipeline.folder_store import RUN_FOLDER_PREFIXES, FolderPublication
 from pipeline.lease import LEASE_NAME, Holder, Lease
 from pipeline.publish import RunRejectedError
 from pipeline.readback import CountShardRecords, ShardCount
 from tests.dataset_reader import load_manifest, load_rejected, read_split
+from transforms.shard_parts import BundleShards
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample" / "images"
@@ -49,8 +51,8 @@ def whole_dataset(out: pathlib.Path):
 
 
 def run_files(out: pathlib.Path) -> list[str]:
-    """What runs leave in a folder besides the dataset: staging and temporary folders, a lease."""
-    return sorted(p.name for p in out.iterdir() if p.name.startswith((".staging-", "beam-temp-", LEASE_NAME)))
+    """What runs leave in a folder besides the dataset: staging, temporary and shard-part folders, a lease."""
+    return sorted(p.name for p in out.iterdir() if p.name.startswith((*RUN_FOLDER_PREFIXES, LEASE_NAME)))
 
 
 def convert_argv(source, out, *extra) -> list[str]:
@@ -88,14 +90,21 @@ def dataset(old_dataset, tmp_path):
 
 def drop_one_record(monkeypatch):
     """The runner loses one record between producing and writing it (as Beam 2.77's data plane
-    can): the job's own counts still say it was written."""
-    original = pipeline.build.WriteSplits
+    can), whichever way the run writes (WriteToTFRecord, or into shard parts on the lean runner):
+    the job's own counts still say it was written."""
+    original, original_write = pipeline.build.WriteSplits, BundleShards.write
+    lost = b"circle/0002.jpg"
 
     def lossy(records, output, shards, compression):
-        kept = records | "LoseOne" >> beam.Filter(lambda r: b"circle/0002.jpg" not in r.data)
+        kept = records | "LoseOne" >> beam.Filter(lambda r: lost not in r.data)
         return kept | "Write" >> original(output, shards, compression)
 
+    def lossy_write(self, split, payload):
+        if lost not in payload:
+            original_write(self, split, payload)
+
     monkeypatch.setattr(pipeline.build, "WriteSplits", beam.ptransform_fn(lossy))
+    monkeypatch.setattr(BundleShards, "write", lossy_write)
 
 
 # --- verified before published
@@ -179,10 +188,18 @@ def test_an_overwrite_killed_at_any_point_leaves_a_whole_dataset(dataset, target
     assert run_files(out) == [], "the next run removes what the dead one left"
 
 
-def test_a_killed_first_run_is_cleaned_up_by_the_next(tmp_path):
+@pytest.mark.parametrize(
+    "target, parts_left",
+    [
+        ("pipeline.readback:CountShardRecords.process", False),  # shards written, reading them back
+        ("transforms.shard_parts:finalize_shard", True),  # parts written, no shard yet
+    ],
+)
+def test_a_killed_first_run_is_cleaned_up_by_the_next(tmp_path, target, parts_left):
     source, out = photos(tmp_path / "src", 2), tmp_path / "out"
-    killed_at("pipeline.readback:CountShardRecords.process", 1, convert_argv(source, out))
+    killed_at(target, 1, convert_argv(source, out))
     assert not (out / "manifest.json").exists() and (out / LEASE_NAME).exists()
+    assert (SHARD_PARTS_FOLDER in run_files(out)) == parts_left
     assert main(convert_argv(source, out)) == 0, "no --overwrite needed: nothing committed was there"
     whole_dataset(out)
     assert run_files(out) == []

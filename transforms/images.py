@@ -14,7 +14,8 @@ from pipeline import storage
 from transforms.check_pool import CheckPool
 from transforms.example_proto import image_example
 from transforms.image_check import BadImage, Encoding, check_image
-from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record, Source, counter
+from transforms.outcomes import DEAD_LETTERS, DeadLetter, OutcomeSummary, Record, Source, counter
+from transforms.shard_parts import SHARD_PARTS, BundleShards, ShardLayout
 
 _LOG = logging.getLogger(__name__)
 
@@ -113,10 +114,14 @@ class ReadImages(beam.DoFn):
             if isinstance(outcome, Record):
                 self._written.inc()
                 self._converted.inc(outcome.converted)
-                yield outcome
+                yield from self._record_outputs(outcome)
             else:
                 self._errors.inc()
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, outcome)
+
+    def _record_outputs(self, record: Record):
+        """What the step outputs for a record: the record."""
+        yield record
 
     def _convert_chunk(self, sources: list[Source]) -> list[tuple[Record | DeadLetter, int]]:
         return [self._convert(source) for source in sources]
@@ -146,3 +151,29 @@ class ReadImages(beam.DoFn):
         if now - self._last_report >= self.PROGRESS_SECONDS:
             self._last_report = now
             _LOG.info("converted %d sources in this worker (%.0f/s)", self._done, self._done / (now - self._started))
+
+
+class ReadImagesIntoShards(ReadImages):
+    """ReadImages that writes each record into its shard (transforms.shard_parts) instead of
+    outputting it: for the lean local runner, which holds a step's whole output until its bundle
+    ends. Per bundle it outputs one OutcomeSummary of its records, and the ShardParts it wrote on
+    SHARD_PARTS; dead letters as ReadImages."""
+
+    def __init__(self, layout: ShardLayout, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._layout = layout
+
+    def start_bundle(self):
+        super().start_bundle()
+        self._shards, self._summary = BundleShards(self._layout), OutcomeSummary()
+
+    def _record_outputs(self, record: Record):
+        self._shards.write(record.split, record.data)
+        self._summary.add(record)
+        return ()
+
+    def finish_bundle(self):
+        yield from super().finish_bundle()
+        yield GlobalWindows.windowed_value(self._summary)
+        for part in self._shards.close():
+            yield beam.pvalue.TaggedOutput(SHARD_PARTS, GlobalWindows.windowed_value(part))

@@ -26,6 +26,7 @@ from pipeline.runners import (
     pipeline_options,
     refuse_unsafe_options,
     runner_api_round_trip,
+    writes_while_reading,
 )
 
 
@@ -49,6 +50,16 @@ def test_an_input_too_big_for_memory_warns_and_points_to_dataflow(flags, caplog)
         assert "run it on Dataflow" not in caplog.text
         assert runner_of(flags, available) == runner
     assert "run it on Dataflow" in caplog.text
+
+
+def test_a_lean_run_that_writes_while_reading_does_not_warn_of_memory(caplog):
+    with caplog.at_level(logging.WARNING, logger="pipeline"):
+        options = pipeline_options([], input_bytes=10**15, lean_holds_records=False)
+    assert options.view_as(StandardOptions).runner == LEAN
+    assert "run it on Dataflow" not in caplog.text
+    with caplog.at_level(logging.WARNING, logger="pipeline"):
+        pipeline_options(["--direct_num_workers", "2"], input_bytes=10**15, lean_holds_records=False)
+    assert "run it on Dataflow" in caplog.text, "the parallel runner holds the records whatever the setting"
 
 
 @pytest.mark.parametrize("flag", [["--direct_num_workers", "1"], ["--direct_num_workers=1"]])
@@ -217,3 +228,14 @@ def test_auto_is_one_checking_process_per_usable_core_from_three_cores(cores):
     )
     out = subprocess.run([sys.executable, "-c", script, str(cores)], capture_output=True, text=True, check=True)
     assert int(out.stdout.split()[-1]) == (cores if cores >= 3 else 0)
+
+
+def test_only_the_lean_runner_writes_while_reading():
+    assert writes_while_reading(_options(), True)
+    assert not writes_while_reading(_options(), False)
+    for flags in (
+        ["--direct_num_workers", "2"],
+        ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
+        ["--runner", "DirectRunner"],
+    ):
+        assert not writes_while_reading(_options(*flags), True), flags
