@@ -60,7 +60,7 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         check_processes=check_processes(p.options, config.image.local_check_processes),
     )
     layout = ShardLayout(folder, plan.shards, plan.compression)
-    into_shards = writes_while_reading(p.options, config.image.local_write_while_reading)
+    into_shards = writes_while_reading(p.options, plan.kind, plan.shards, config.image.local_write_while_reading)
     read = (
         listed.sources
         # Permute the (small) source references before anything heavy is read: the records are

@@ -13,7 +13,13 @@ from pipeline.contract.layout import MANIFEST_NAME, join
 from pipeline.contract.manifest import Manifest, read_rejected_manifest
 from pipeline.planning import Plan
 from pipeline.publish import Publication
-from pipeline.runners import make_pipeline, pipeline_options, runner_api_round_trip, submitted_job_line
+from pipeline.runners import (
+    lean_writes_while_reading,
+    make_pipeline,
+    pipeline_options,
+    runner_api_round_trip,
+    submitted_job_line,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -47,8 +53,8 @@ def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publi
     """Runs the conversion job to completion and returns the manifest it committed; None when the
     job was only built or staged (see stages_only). When the job fails, or its run is rejected,
     removes what it wrote (but a rejected run's report) and raises RunFailedError."""
-    writes_images = plan.kind != "csv" and config.image.local_write_while_reading
-    options = pipeline_options(beam_args, plan.listing.bytes, lean_holds_records=not writes_images)
+    writes = lean_writes_while_reading(plan.kind, plan.shards, config.image.local_write_while_reading)
+    options = pipeline_options(beam_args, plan.listing.bytes, lean_holds_records=not writes)
     p = make_pipeline(options)
     build_pipeline(p, plan, config, publication)
     try:

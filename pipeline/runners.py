@@ -56,6 +56,7 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from pipeline.contract.manifest import IMAGE_KINDS
 from transforms.check_pool import usable_cores
 
 _LOG = logging.getLogger("pipeline")
@@ -214,12 +215,23 @@ def check_processes(options: PipelineOptions, setting: int | str) -> int:
     return int(setting)
 
 
-def writes_while_reading(options: PipelineOptions, setting: bool) -> bool:
-    """Whether ReadImages writes each record into its shard itself (transforms.shard_parts): on
-    the lean local runner, when `setting` (`image.local_write_while_reading`) says so. Every
-    other runner keeps WriteToTFRecord: Dataflow passes records between fused steps without
-    holding them, and the parallel runner's GroupByKeys hold them anyway."""
-    return setting and options.view_as(StandardOptions).runner == LEAN
+# A plan with more shards keeps WriteToTFRecord on the lean runner too: writing while reading keeps
+# a file open per shard (GZIP ones hold up to 1 MiB each until they choose their deflate).
+MAX_OPEN_SHARDS = 512
+
+
+def lean_writes_while_reading(kind: str, shards: dict[str, int], setting: bool) -> bool:
+    """Whether the lean runner writes this run's records into their shards as ReadImages makes
+    them (transforms.shard_parts): image kinds, when `setting` (`image.local_write_while_reading`)
+    says so and the plan's `shards` are at most MAX_OPEN_SHARDS."""
+    return setting and kind in IMAGE_KINDS and sum(shards.values()) <= MAX_OPEN_SHARDS
+
+
+def writes_while_reading(options: PipelineOptions, kind: str, shards: dict[str, int], setting: bool) -> bool:
+    """lean_writes_while_reading, on the lean runner only. Every other runner keeps WriteToTFRecord:
+    Dataflow passes records between fused steps without holding them, and the parallel runner's
+    GroupByKeys hold them anyway."""
+    return options.view_as(StandardOptions).runner == LEAN and lean_writes_while_reading(kind, shards, setting)
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:

@@ -10,7 +10,7 @@ import os
 import platform
 import statistics
 
-from bench_settings import FLOOR_VARIANTS, PINNED_CPUS, PIPELINE_VARIANTS
+from bench_settings import FLOOR_VARIANTS, NAME_WIDTH, PINNED_CPUS, PIPELINE_VARIANTS
 
 TABLE_NOTES = (
     "\nimg/s, MB/s: corpus files / input bytes over the subprocess' wall-clock time, start-up included;"
@@ -108,13 +108,14 @@ def _fmt(value, spec: str, suffix: str = "", missing: str = "-") -> str:
 def _table_row(variant: str, summary: dict, base_tp, base_rss) -> str:
     med = summary.get("median")
     if not med:
-        return f"{variant:<17} {summary['ok_runs']:>2}/{len(summary['runs']):<2} FAILED (see below)"
+        return f"{variant:<{NAME_WIDTH}} {summary['ok_runs']:>2}/{len(summary['runs']):<2} FAILED (see below)"
     tp_ratio = med["images_per_s"] / base_tp if base_tp else None
     rss_ratio = med["peak_rss_mb"] / base_rss if base_rss else None
     records = summary.get("verify", {}).get("records")
     spread = f"({summary['min_images_per_s']:.0f}-{summary['max_images_per_s']:.0f})"
     return (
-        f"{variant:<17} {summary['ok_runs']:>2}/{len(summary['runs']):<2} {med['images_per_s']:>8.1f} {spread:>13} "
+        f"{variant:<{NAME_WIDTH}} {summary['ok_runs']:>2}/{len(summary['runs']):<2} "
+        f"{med['images_per_s']:>8.1f} {spread:>13} "
         f"{med['mb_per_s']:>7.1f} {med['peak_rss_mb']:>12.0f} {_fmt(tp_ratio, '.2f', 'x'):>13} "
         f"{_fmt(rss_ratio, '.2f', 'x'):>12} {med['wall_s']:>7.2f} {med['cpu_s']:>7.2f} {med['sys_s']:>6.2f} "
         f"{_fmt(med['work_images_per_s'], '.1f'):>11} {_fmt(records, 'd'):>8}"
@@ -126,7 +127,7 @@ def print_table(results: dict, corpus: dict, runs: int) -> None:
     base_tp = _baseline(results, "serial_tf", "images_per_s")
     base_rss = _baseline(results, "plain_beam", "peak_rss_mb")
     header = (
-        f"{'variant':<17} {'ok':>5} {'img/s':>8} {'(min-max)':>13} {'MB/s':>7} {'peak RSS MB':>12} "
+        f"{'variant':<{NAME_WIDTH}} {'ok':>5} {'img/s':>8} {'(min-max)':>13} {'MB/s':>7} {'peak RSS MB':>12} "
         f"{'vs serial_tf':>13} {'RSS vs beam':>12} {'wall s':>7} {'cpu s':>7} {'sys s':>6} "
         f"{'img/s work':>11} {'records':>8}"
     )

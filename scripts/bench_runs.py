@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 from bench_measure import run_measured, tail
-from bench_settings import BENCHMARK_SCRIPT, PINNED_CPUS, PIPELINE_CONFIGS, PIPELINE_VARIANTS
+from bench_settings import BENCHMARK_SCRIPT, NAME_WIDTH, PINNED_CPUS, PIPELINE_CONFIGS, PIPELINE_VARIANTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +134,8 @@ class RoundRobin:
         record = run_record(run_index, measured, self.settings.corpus)
         ok, status = _status(measured)
         print(
-            f"  run {run_index + 1}/{self.settings.runs} {variant:<17} {status:<10} {record['wall_s']:7.2f} s  "
+            f"  run {run_index + 1}/{self.settings.runs} {variant:<{NAME_WIDTH}} {status:<10} "
+            f"{record['wall_s']:7.2f} s  "
             f"{record['images_per_s']:7.1f} img/s  cpu {record['cpu_s']:6.1f} s (sys {record['sys_s']:4.1f})  "
             f"peak RSS {record['peak_rss_mb']:6.0f} MB  (load {record['loadavg_after']:.1f})",
             flush=True,

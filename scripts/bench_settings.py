@@ -27,6 +27,7 @@ VARIANTS = (
     "floor_1core",
     "runner_1core",
 )
+NAME_WIDTH = max(map(len, VARIANTS))  # of the variant column in printed lines
 # The pipeline variants: their CLI words after `python -m pipeline --input C --output D --overwrite`.
 PIPELINE_VARIANTS = {
     "pipeline": [],

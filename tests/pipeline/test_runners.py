@@ -16,6 +16,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipeline.runners import (
     LEAN,
+    MAX_OPEN_SHARDS,
     PARALLEL,
     UnsafeOptionError,
     available_memory,
@@ -230,12 +231,16 @@ def test_auto_is_one_checking_process_per_usable_core_from_three_cores(cores):
     assert int(out.stdout.split()[-1]) == (cores if cores >= 3 else 0)
 
 
-def test_only_the_lean_runner_writes_while_reading():
-    assert writes_while_reading(_options(), True)
-    assert not writes_while_reading(_options(), False)
+def test_only_the_lean_runner_writes_image_records_while_reading():
+    shards = {"train": 10, "validation": 2}
+    assert writes_while_reading(_options(), "images", shards, True)
+    assert writes_while_reading(_options(), "image_csv", shards, True)
+    assert not writes_while_reading(_options(), "images", shards, False)
+    assert not writes_while_reading(_options(), "csv", shards, True)
+    assert not writes_while_reading(_options(), "images", {"train": MAX_OPEN_SHARDS, "validation": 1}, True)
     for flags in (
         ["--direct_num_workers", "2"],
         ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
         ["--runner", "DirectRunner"],
     ):
-        assert not writes_while_reading(_options(*flags), True), flags
+        assert not writes_while_reading(_options(*flags), "images", shards, True), flags
