@@ -93,7 +93,7 @@ def _local_runner(workers_asked: int | None, input_bytes: int, lean_holds_record
     peak, available = estimated_peak(runner, held), available_memory()
     if available is not None and peak > available:
         _LOG.warning(
-            "local runners hold every record in memory: this input needs about %.1f GB, %.1f GB is available; "
+            "this local run holds every record in memory: this input needs about %.1f GB, %.1f GB is available; "
             "run it on Dataflow (README, Running on Google Cloud)",
             peak / _GB,
             available / _GB,
