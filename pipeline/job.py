@@ -14,7 +14,7 @@ from pipeline.contract.manifest import Manifest, read_rejected_manifest
 from pipeline.planning import Plan
 from pipeline.publish import Publication
 from pipeline.runners import (
-    lean_writes_while_reading,
+    lean_held_bytes,
     make_pipeline,
     pipeline_options,
     runner_api_round_trip,
@@ -53,8 +53,9 @@ def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publi
     """Runs the conversion job to completion and returns the manifest it committed; None when the
     job was only built or staged (see stages_only). When the job fails, or its run is rejected,
     removes what it wrote (but a rejected run's report) and raises RunFailedError."""
-    writes = lean_writes_while_reading(plan.kind, plan.shards, config.image.local_write_while_reading)
-    options = pipeline_options(beam_args, plan.listing.bytes, lean_holds_records=not writes)
+    bytes_in = plan.listing.bytes
+    held = lean_held_bytes(plan.kind, plan.shards, config.image.local_write_while_reading, plan.output, bytes_in)
+    options = pipeline_options(beam_args, bytes_in, lean_held_bytes=held)
     p = make_pipeline(options)
     build_pipeline(p, plan, config, publication)
     try:

@@ -57,7 +57,9 @@ from apache_beam.options.pipeline_options import (
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipeline.contract.manifest import IMAGE_KINDS
+from pipeline.storage import is_remote
 from transforms.check_pool import usable_cores
+from transforms.gzip_choice import SAMPLE_BYTES
 
 _LOG = logging.getLogger("pipeline")
 
@@ -86,14 +88,14 @@ def available_memory() -> int | None:
     return None
 
 
-def _local_runner(workers_asked: int | None, input_bytes: int, lean_holds_records: bool) -> str:
+def _local_runner(workers_asked: int | None, input_bytes: int, lean_held_bytes: int | None) -> str:
     """`workers_asked`: the --direct_num_workers given, None if none was."""
     runner = LEAN if workers_asked in (None, 1) else PARALLEL
-    held = input_bytes if runner == PARALLEL or lean_holds_records else 0
+    held = lean_held_bytes if runner == LEAN and lean_held_bytes is not None else input_bytes
     peak, available = estimated_peak(runner, held), available_memory()
     if available is not None and peak > available:
         _LOG.warning(
-            "this local run holds every record in memory: this input needs about %.1f GB, %.1f GB is available; "
+            "this local run holds its records in memory: this input needs about %.1f GB, %.1f GB is available; "
             "run it on Dataflow (README, Running on Google Cloud)",
             peak / _GB,
             available / _GB,
@@ -178,11 +180,11 @@ def beam_flag_names() -> list[str]:
     return [name for action in beam_parser()._actions for name in action.option_strings if name.startswith("--")]
 
 
-def pipeline_options(beam_args: list[str], input_bytes: int = 0, lean_holds_records: bool = True) -> PipelineOptions:
+def pipeline_options(beam_args: list[str], input_bytes: int = 0, lean_held_bytes: int | None = None) -> PipelineOptions:
     """Beam options from the flags we do not parse; `input_bytes` (the planned listing's) sizes
-    the memory warning of a local run (no --runner given), unless the lean runner would write
-    the records as it makes them (`lean_holds_records` False). UnsafeOptionError for options that
-    would make the job lose records (check_experiments)."""
+    the memory warning of a local run (no --runner given), or `lean_held_bytes` on the lean
+    runner when given (lean_held_bytes). UnsafeOptionError for options that would make the job
+    lose records (check_experiments)."""
     options = PipelineOptions(beam_args)
     check_experiments(options.view_as(DebugOptions).experiments or [])
     standard = options.view_as(StandardOptions)
@@ -190,7 +192,7 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0, lean_holds_reco
     if standard.runner is None:
         workers_given = _given(beam_args, "--direct_num_workers")
         workers = direct.direct_num_workers if workers_given else None
-        standard.runner = _local_runner(workers, input_bytes, lean_holds_records)
+        standard.runner = _local_runner(workers, input_bytes, lean_held_bytes)
     if standard.runner in (PARALLEL, "DirectRunner") and not _given(beam_args, "--direct_running_mode"):
         direct.direct_running_mode = "in_memory"
     if standard.runner in (PARALLEL, "DirectRunner") and direct.direct_running_mode == "multi_threading":
@@ -225,6 +227,20 @@ def lean_writes_while_reading(kind: str, shards: dict[str, int], setting: bool) 
     them (transforms.shard_parts): image kinds, when `setting` (`image.local_write_while_reading`)
     says so and the plan's `shards` are at most MAX_OPEN_SHARDS."""
     return setting and kind in IMAGE_KINDS and sum(shards.values()) <= MAX_OPEN_SHARDS
+
+
+# What each open shard holds while a lean run writes as it reads: Beam buffers a gs:// file in chunks
+# of 16 MiB (apache_beam/io/gcp/gcsio.py, BeamBlobWriter) before uploading each; a local GZIP file
+# its first MiB (transforms.gzip_choice.SAMPLE_BYTES) until it chooses its deflate.
+OPEN_SHARD_BYTES = {"gs": 16 * 2**20, "local": SAMPLE_BYTES}
+
+
+def lean_held_bytes(kind: str, shards: dict[str, int], setting: bool, output: str, input_bytes: int) -> int:
+    """What the lean runner holds at its peak besides its base: every record (`input_bytes`), or,
+    where it writes while reading, a buffer per open shard."""
+    if not lean_writes_while_reading(kind, shards, setting):
+        return input_bytes
+    return sum(shards.values()) * OPEN_SHARD_BYTES["gs" if is_remote(output) else "local"]
 
 
 def writes_while_reading(options: PipelineOptions, kind: str, shards: dict[str, int], setting: bool) -> bool:

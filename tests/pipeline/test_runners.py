@@ -17,12 +17,14 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from pipeline.runners import (
     LEAN,
     MAX_OPEN_SHARDS,
+    OPEN_SHARD_BYTES,
     PARALLEL,
     UnsafeOptionError,
     available_memory,
     check_experiments,
     check_processes,
     estimated_peak,
+    lean_held_bytes,
     make_pipeline,
     pipeline_options,
     refuse_unsafe_options,
@@ -53,13 +55,22 @@ def test_an_input_too_big_for_memory_warns_and_points_to_dataflow(flags, caplog)
     assert "run it on Dataflow" in caplog.text
 
 
-def test_a_lean_run_that_writes_while_reading_does_not_warn_of_memory(caplog):
+def test_a_lean_run_that_writes_while_reading_is_sized_by_its_open_shards(caplog):
+    shards = {"train": 400, "validation": 100}
+    local = lean_held_bytes("images", shards, True, "/data/out", 10**15)
+    remote = lean_held_bytes("images", shards, True, "gs://bucket/out", 10**15)
+    assert local == 500 * OPEN_SHARD_BYTES["local"] and remote == 500 * OPEN_SHARD_BYTES["gs"]
+    assert lean_held_bytes("csv", shards, True, "/data/out", 10**15) == 10**15, "CSV records are held"
     with caplog.at_level(logging.WARNING, logger="pipeline"):
-        options = pipeline_options([], input_bytes=10**15, lean_holds_records=False)
+        options = pipeline_options([], input_bytes=10**15, lean_held_bytes=local)
     assert options.view_as(StandardOptions).runner == LEAN
     assert "run it on Dataflow" not in caplog.text
     with caplog.at_level(logging.WARNING, logger="pipeline"):
-        pipeline_options(["--direct_num_workers", "2"], input_bytes=10**15, lean_holds_records=False)
+        pipeline_options([], input_bytes=0, lean_held_bytes=available_memory())
+    assert "run it on Dataflow" in caplog.text, "open shards that do not fit warn too"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="pipeline"):
+        pipeline_options(["--direct_num_workers", "2"], input_bytes=10**15, lean_held_bytes=local)
     assert "run it on Dataflow" in caplog.text, "the parallel runner holds the records whatever the setting"
 
 
