@@ -230,8 +230,8 @@ def lean_writes_while_reading(kind: str, shards: dict[str, int], setting: bool) 
 
 
 # What each open shard holds while a lean run writes as it reads: Beam buffers a gs:// file in chunks
-# of 16 MiB (apache_beam/io/gcp/gcsio.py, BeamBlobWriter) before uploading each; a local GZIP file
-# its first MiB (transforms.gzip_choice.SAMPLE_BYTES) until it chooses its deflate.
+# of 16 MiB (apache_beam/io/gcp/gcsio.py, BeamBlobWriter) before uploading each (README, How it
+# works); a local GZIP file its first MiB (transforms.gzip_choice.SAMPLE_BYTES) until it chooses.
 OPEN_SHARD_BYTES = {"gs": 16 * 2**20, "local": SAMPLE_BYTES}
 
 
