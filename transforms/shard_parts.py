@@ -16,6 +16,7 @@ Remote runners keep WriteToTFRecord: they pass records between fused steps witho
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import random
 import shutil
@@ -103,26 +104,28 @@ class BundleShards:
         return parts
 
 
-def finalize_shard(layout: ShardLayout, split: str, index: int, parts: list[ShardPart]) -> str:
-    """Puts the bytes of the shard's parts (if any) under the shard's name; returns its path."""
+def finalize_shard(layout: ShardLayout, split: str, index: int, part_paths: list[str]) -> str:
+    """Puts the bytes of the shard's parts (if any, in order) under the shard's name; returns its path."""
     path = layout.shard_path(split, index)
-    mine = sorted(part.path for part in parts if (part.split, part.index) == (split, index))
-    if not mine:
+    if not part_paths:
         layout.create(path).close()  # a valid empty shard, as WriteToTFRecord writes
-    elif len(mine) == 1:
-        FileSystems.rename(mine, [path])
+    elif len(part_paths) == 1:
+        FileSystems.rename(part_paths, [path])
     else:
         with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as out:
-            for part in mine:
+            for part in part_paths:
                 with storage.open_binary(part) as f:
                     shutil.copyfileobj(f, out, 1 << 20)
     return path
 
 
 def _finalize_all(parts: list[ShardPart], layout: ShardLayout):
+    by_shard = collections.defaultdict(list)
+    for part in sorted(parts, key=lambda part: part.path):
+        by_shard[(part.split, part.index)].append(part.path)
     for split, total in layout.shards.items():
         for index in range(total):
-            yield finalize_shard(layout, split, index, parts)
+            yield finalize_shard(layout, split, index, by_shard[(split, index)])
     storage.delete_folder(layout.parts_folder)  # with any part of a failed attempt
 
 
