@@ -12,9 +12,11 @@ from pipeline.config import Config, to_dict
 from pipeline.planning import Plan
 from pipeline.publish import Publication, PublishManifest, RunSettings
 from pipeline.readback import ReadBackShards
-from pipeline.runners import check_processes, writes_while_reading
+from pipeline.runners import image_processes, writes_while_reading
+from transforms.counting import CountRecords, SummarizeOutcomes
+from transforms.image_convert import ImageSettings
 from transforms.images import ReadImages, ReadImagesIntoShards
-from transforms.outcomes import DEAD_LETTERS, CountRecords, SummarizeOutcomes
+from transforms.outcomes import DEAD_LETTERS
 from transforms.permute import PermuteOrder
 from transforms.shard_parts import SHARD_PARTS, FinalizeShards, ShardLayout
 from transforms.sources import ListClassFolders, ReadImageCsv
@@ -50,14 +52,15 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         listed = p | "ReadImageCsv" >> ReadImageCsv(
             plan.input, c.uri_column, c.label_column, c.split_column, fractions, tuple(plan.shards)
         )
-    settings = dict(
-        label_map=plan.label_map,
-        keys=config.image_keys,
-        max_pixels=config.image.max_pixels,
-        threads=config.image.read_threads,
-        label_offset=config.image.label_offset,
-        encoding=config.image.encoding,
-        check_processes=check_processes(p.options, config.image.local_check_processes),
+    settings = ImageSettings(
+        plan.label_map,
+        config.image_keys,
+        config.image.max_pixels,
+        config.image.label_offset,
+        config.image.encoding,
+    )
+    reading = dict(
+        threads=config.image.read_threads, processes=image_processes(p.options, config.image.local_processes)
     )
     layout = ShardLayout(folder, plan.shards, plan.compression)
     into_shards = writes_while_reading(p.options, plan.kind, plan.shards, config.image.local_write_while_reading)
@@ -71,9 +74,9 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         | "PermuteSources" >> PermuteOrder(plan.permute_buckets, batch_size=config.image.read_batch)
         | "SpreadReads" >> beam.Reshuffle()
         | "ReadImages"
-        >> beam.ParDo(ReadImagesIntoShards(layout, **settings) if into_shards else ReadImages(**settings)).with_outputs(
-            DEAD_LETTERS, SHARD_PARTS, main="outputs"
-        )
+        >> beam.ParDo(
+            ReadImagesIntoShards(layout, settings, **reading) if into_shards else ReadImages(settings, **reading)
+        ).with_outputs(DEAD_LETTERS, SHARD_PARTS, main="outputs")
     )
     if into_shards:
         counted, shard_files = read.outputs, read[SHARD_PARTS] | "FinalizeShards" >> FinalizeShards(layout)

@@ -80,9 +80,10 @@ class ImageConfig(pydantic.BaseModel):
     # files read and checked at once per worker thread (see transforms.images)
     read_threads: Annotated[Int, Field(ge=1)] = 4
     read_batch: Annotated[Int, Field(ge=1)] = 32  # sources handed to those threads at a time
-    # image checks in this many worker processes on the default local runner ("auto": one per usable
-    # core from 3 cores on, else none); other runners check on the threads (pipeline.runners.check_processes)
-    local_check_processes: Literal["auto"] | Annotated[Int, Field(ge=0)] = "auto"
+    # images converted (read, checked, encoded, written) in this many processes on the default local
+    # runner ("auto": one per usable core from 2 cores on, else none); other runners convert on the
+    # threads (pipeline.runners.image_processes)
+    local_processes: Literal["auto"] | Annotated[Int, Field(ge=0)] = "auto"
     # on the default local runner, each record goes into its shard as it is made (false: through
     # WriteToTFRecord, as on every other runner; pipeline.runners.writes_while_reading)
     local_write_while_reading: Bool = True

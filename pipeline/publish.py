@@ -24,7 +24,8 @@ from pipeline.lease import lease_problems
 from pipeline.planning import Plan
 from pipeline.readback import ShardCount, shard_problems
 from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
-from transforms.outcomes import OutcomeSummary, counter
+from transforms.counting import counter
+from transforms.outcomes import OutcomeSummary
 from transforms.tabular import ColumnType
 
 _LOG = logging.getLogger(__name__)

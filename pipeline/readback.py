@@ -19,7 +19,7 @@ from pipeline.contract.layout import INDEX_SUFFIX, ShardedFileTemplate, join
 from pipeline.planning import Plan
 from pipeline.tfrecord_framing import FRAMING_BYTES
 from pipeline.tfrecord_reader import RecordError, read_framed_records
-from transforms.outcomes import counter
+from transforms.counting import counter
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,11 +4,11 @@ Without --runner the job runs in this process, on one of two local runners (thei
 and peak memory: README, Performance):
 
 * lean (the default): Beam's BundleBasedDirectRunner. Bundles run on one thread, but ReadImages
-  checks images on its own threads (from 3 usable cores on, in a checking process per core:
-  `image.local_check_processes`, check_processes below) and GZIP goes through ISA-L, so both run
-  at once. It holds a step's whole output until the step's bundle ends, so image records go
-  into their shards in the step that makes them (writes_while_reading); CSV records are held
-  until WriteToTFRecord writes them.
+  converts images in a converting process per usable core from 2 cores on
+  (`image.local_processes`, image_processes below), on its own threads on one core. It holds a
+  step's whole output until the step's bundle ends, so image records go into their shards in the
+  step that makes them (writes_while_reading); CSV records are held until WriteToTFRecord writes
+  them.
 * parallel (`--direct_num_workers N`, N > 1, or 0 for one per core): the FnApiRunner with N
   in-process workers (direct_running_mode in_memory, GroupByKey values paged through its state
   API). Its workers are threads under one GIL, and it holds every record, more per input byte.
@@ -58,14 +58,14 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipeline.contract.manifest import IMAGE_KINDS
 from pipeline.storage import is_remote
-from transforms.check_pool import usable_cores
+from transforms.convert_pool import usable_cores
 from transforms.gzip_choice import SAMPLE_BYTES
 
 _LOG = logging.getLogger("pipeline")
 
 PARALLEL, LEAN = "FnApiRunner", "BundleBasedDirectRunner"
-AUTO = "auto"  # image.local_check_processes: sized from the cores
-AUTO_PROCESSES_FROM_CORES = 3
+AUTO = "auto"  # image.local_processes: sized from the cores
+AUTO_PROCESSES_FROM_CORES = 2
 _GB = 1e9
 # Peak RSS = base + per_input_byte * held input bytes, fitted to scripts/benchmark.py's corpus.
 _PEAK_MODEL = {PARALLEL: (0.25 * _GB, 2.5), LEAN: (0.2 * _GB, 1.05)}
@@ -203,12 +203,12 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0, lean_held_bytes
     return options
 
 
-def check_processes(options: PipelineOptions, setting: int | str) -> int:
-    """How many processes check images (transforms.check_pool) for ReadImages: on the lean local
-    runner `setting`, where "auto" is one per usable core from AUTO_PROCESSES_FROM_CORES cores on
-    (below that, ReadImages' threads keep the cores as busy: README, Performance); 0 (checks on
-    the threads) on every other runner: Dataflow runs an SDK process per core already, and the
-    parallel runner a ReadImages per worker thread."""
+def image_processes(options: PipelineOptions, setting: int | str) -> int:
+    """How many processes convert images (transforms.convert_pool) for ReadImages: on the lean
+    local runner `setting`, where "auto" is one per usable core from AUTO_PROCESSES_FROM_CORES
+    cores on (below that, ReadImages' threads: README, Performance); 0 (conversion on the threads)
+    on every other runner: Dataflow runs an SDK process per core already, and the parallel runner
+    a ReadImages per worker thread."""
     if options.view_as(StandardOptions).runner != LEAN:
         return 0
     if setting == AUTO:

@@ -21,13 +21,9 @@ from typing import NamedTuple
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.contract.layout import TEMPORARY_SUFFIX
+from pipeline.contract.layout import TEMPORARY_SUFFIX, is_remote
 
 _AS_STORED = CompressionTypes.UNCOMPRESSED
-
-
-def is_remote(uri: str) -> bool:
-    return "://" in uri
 
 
 def absolute(uri: str) -> str:

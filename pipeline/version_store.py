@@ -21,7 +21,7 @@ from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join
 from pipeline.contract.manifest import Manifest
 from pipeline.contract.versions import LATEST_NAME, is_version, read_pointer, version_time
 from pipeline.publish import rejected_if_untrusted, with_reader_metadata, write_manifest
-from transforms.outcomes import counter
+from transforms.counting import counter
 
 _LOG = logging.getLogger(__name__)
 # Retention leaves a version folder without any manifest alone while it is this young: it may

@@ -193,7 +193,7 @@ def worker_floor(items, corpus: str, dest: str) -> dict:
     import multiprocessing
 
     from pipeline.contract.features import DEFAULT_IMAGE_KEYS
-    from transforms.check_pool import usable_cores
+    from transforms.convert_pool import usable_cores
     from transforms.image_check import DEFAULT_MAX_PIXELS
 
     ids = _label_ids(items)
@@ -215,10 +215,12 @@ def worker_runner_only(items, corpus: str, dest: str) -> dict:
     """The pipeline (`python -m pipeline`, default settings) with ReadImages' per-source work (read,
     check, Example) replaced by one ready Example, the corpus' first image's, for every source:
     what a run costs besides the per-image work (Beam's runner, framing, GZIP, writing the shards,
-    the read-back). Its output is a verified dataset of that one record, repeated."""
+    the read-back). Its output is a verified dataset of that one record, repeated. The conversion
+    runs in the pipeline's own process (`image.local_processes: 0`, as on one core), where the
+    replacement applies."""
     from pipeline.cli import main
     from pipeline.contract.features import DEFAULT_IMAGE_KEYS
-    from transforms import images
+    from transforms import image_convert
     from transforms.image_check import DEFAULT_MAX_PIXELS
     from transforms.outcomes import Record
 
@@ -228,9 +230,11 @@ def worker_runner_only(items, corpus: str, dest: str) -> dict:
     def ready(_, source):
         return Record(source.split, source.label, False, example), len(example)
 
-    images.ReadImages._convert = ready
+    image_convert.ImageConverter._record = ready
+    config = os.path.join(os.path.dirname(os.path.abspath(dest)), "runner_only.yaml")
+    pathlib.Path(config).write_text("image: {local_processes: 0}\n", encoding="utf-8")
     t0 = time.perf_counter()
-    if main(["--input", corpus, "--output", dest, "--overwrite"]) != 0:
+    if main(["--input", corpus, "--output", dest, "--overwrite", "--config", config]) != 0:
         raise SystemExit("the pipeline failed")
     return {"work_s": time.perf_counter() - t0}
 

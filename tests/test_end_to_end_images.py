@@ -68,17 +68,18 @@ def messy_folder(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module", params=["lean", "lean_check_processes", "lean_write_to_tfrecord", "parallel"])
+@pytest.fixture(scope="module", params=["lean", "lean_threads", "lean_write_to_tfrecord", "parallel"])
 def converted(messy_folder, tmp_path_factory, request):
     """The messy folder converted by each local runner the CLI offers: the default lean
-    single-threaded one, with its image checks on threads or (as from 3 cores on) in two checking
-    processes, writing records into their shards as it makes them or (as every other runner)
-    through WriteToTFRecord, and the parallel one (the FnApiRunner with two in-process workers)."""
+    single-threaded one, with its images converted in two converting processes (as from 2 cores
+    on) or on its threads (as on one core), writing records into their shards as it makes them or
+    (as every other runner) through WriteToTFRecord, and the parallel one (the FnApiRunner with two
+    in-process workers)."""
     out = tmp_path_factory.mktemp("out") / "dataset"
     config = tmp_path_factory.mktemp("config") / "config.yaml"
-    processes = 2 if request.param == "lean_check_processes" else 0
+    processes = 0 if request.param == "lean_threads" else 2
     while_reading = "false" if request.param == "lean_write_to_tfrecord" else "true"
-    config.write_text(f"image: {{local_check_processes: {processes}, local_write_while_reading: {while_reading}}}\n")
+    config.write_text(f"image: {{local_processes: {processes}, local_write_while_reading: {while_reading}}}\n")
     runner = ["--direct_num_workers", "2"] if request.param == "parallel" else []
     args = ["--input", str(messy_folder), "--output", str(out), "--max_error_fraction", "0.5", "--config", str(config)]
     assert main([*args, *runner]) == 0

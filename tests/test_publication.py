@@ -27,7 +27,7 @@ from pipeline.lease import LEASE_NAME, Holder, Lease
 from pipeline.publish import RunRejectedError
 from pipeline.readback import CountShardRecords, ShardCount
 from tests.dataset_reader import load_manifest, load_rejected, read_split
-from transforms.shard_parts import BundleShards
+from transforms.shard_parts import SharedParts
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample" / "images"
@@ -88,38 +88,62 @@ def dataset(old_dataset, tmp_path):
     return tmp_path / "out", source, load_manifest(out)
 
 
-def drop_one_record(monkeypatch):
+LOST = b"circle/0002.jpg"
+
+
+def drop_one_record(monkeypatch, tmp_path) -> list[str]:
     """The runner loses one record between producing and writing it (as Beam 2.77's data plane
-    can), whichever way the run writes (WriteToTFRecord, or into shard parts on the lean runner):
-    the job's own counts still say it was written."""
-    original, original_write = pipeline.build.WriteSplits, BundleShards.write
-    lost = b"circle/0002.jpg"
+    can), on its way to WriteToTFRecord: the job's own counts still say it was written. Returns
+    the flags of a run that writes through WriteToTFRecord (local runs append each record to its
+    shard where it is made: test_a_record_missing_from_its_part_fails_the_run)."""
+    original = pipeline.build.WriteSplits
 
     def lossy(records, output, shards, compression):
-        kept = records | "LoseOne" >> beam.Filter(lambda r: lost not in r.data)
+        kept = records | "LoseOne" >> beam.Filter(lambda r: LOST not in r.data)
         return kept | "Write" >> original(output, shards, compression)
 
-    def lossy_write(self, split, payload):
-        if lost not in payload:
-            original_write(self, split, payload)
-
     monkeypatch.setattr(pipeline.build, "WriteSplits", beam.ptransform_fn(lossy))
-    monkeypatch.setattr(BundleShards, "write", lossy_write)
+    config = tmp_path / "write_to_tfrecord.yaml"
+    config.write_text("image: {local_write_while_reading: false}\n")
+    return ["--config", config]
 
 
 # --- verified before published
 
 
 def test_records_lost_before_the_write_reject_the_run(tmp_path, monkeypatch):
-    drop_one_record(monkeypatch)
+    lossy_run = drop_one_record(monkeypatch, tmp_path)
     out = tmp_path / "out"
-    assert main(convert_argv(photos(tmp_path / "src", 2), out)) == 1
+    assert main(convert_argv(photos(tmp_path / "src", 2), out, *lossy_run)) == 1
     assert not (out / "manifest.json").exists()
     rejected = load_rejected(out)
     [reason] = rejected.rejected
     split = next(s for s in rejected.splits.values() if s.name in reason)
     assert f"shards hold {split.records - 1} records but the job produced {split.records}" in reason
     assert sorted(p.name for p in out.iterdir()) == ["errors-00000-of-00001.jsonl", "manifest.rejected.json"]
+
+
+@pytest.mark.parametrize("processes", [0, 2])
+def test_a_record_missing_from_its_part_fails_the_run(dataset, monkeypatch, tmp_path, processes):
+    """Where the thread or process that makes a record appends it to its shard part, the bundle's
+    process accounts for every byte of every part: a record in a part that no report accounts for
+    (its report lost, as when a process dies between appending and reporting) fails the run before
+    any read-back, and the previous dataset stays."""
+    out, source, before = dataset
+    original = SharedParts.add
+
+    def lose_the_first_report(self, written):  # of each attempt: the runner retries a failed bundle
+        if getattr(self, "lost", False):
+            original(self, written)
+        else:
+            self.lost = True
+
+    monkeypatch.setattr(SharedParts, "add", lose_the_first_report)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"image: {{local_processes: {processes}}}\n")
+    assert main(convert_argv(source, out, "--overwrite", "--config", config)) == 3
+    assert whole_dataset(out).run == before.run
+    assert run_files(out) == []
 
 
 def test_a_broken_or_missing_shard_is_a_verdict(old_dataset, tmp_path):
@@ -150,10 +174,10 @@ def test_a_failed_run_leaves_nothing_behind(tmp_path, monkeypatch):
 # --- a rerun never destroys the good dataset
 
 
-def test_a_rejected_rerun_leaves_the_previous_dataset(dataset, monkeypatch):
+def test_a_rejected_rerun_leaves_the_previous_dataset(dataset, monkeypatch, tmp_path):
     out, source, before = dataset
-    drop_one_record(monkeypatch)
-    assert main(convert_argv(source, out, "--overwrite")) == 1
+    lossy_run = drop_one_record(monkeypatch, tmp_path)
+    assert main(convert_argv(source, out, "--overwrite", *lossy_run)) == 1
     assert whole_dataset(out).run == before.run
     [staging] = run_files(out)
     assert staging.startswith(".staging-") and load_rejected(out / staging).rejected

@@ -27,7 +27,7 @@ from pipeline.publish import feature_specs
 from tests.dataset_reader import load_manifest
 from trainer import input_fn
 from transforms.image_check import Encoding
-from transforms.images import ReadImages
+from transforms.image_convert import ImageConverter, ImageSettings
 from transforms.outcomes import Record, Source
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -144,12 +144,8 @@ def read_one(tmp_path, data: bytes, keys: dict[str, str], **settings) -> dict:
     path = tmp_path / "b" / "x.png"
     path.parent.mkdir(exist_ok=True)
     path.write_bytes(data)
-    reader = ReadImages(("a", "b"), keys, 10_000_000, 1, **settings)
-    reader.setup()
-    try:
-        outcome, _ = reader._convert(Source(str(path), "b/x.png", "b", "train"))
-    finally:
-        reader.teardown()
+    converter = ImageConverter(ImageSettings(("a", "b"), keys, 10_000_000, **settings))
+    outcome, _ = converter.convert(Source(str(path), "b/x.png", "b", "train"))
     assert isinstance(outcome, Record), outcome
     features = tf.train.Example.FromString(outcome.data).features.feature
     return {key: getattr(f, f.WhichOneof("kind")).value[0] for key, f in features.items()} | {

@@ -115,9 +115,6 @@ class BadImage(Exception):
         self.stage = stage  # "read", "identify", "dimensions", "decode" or "convert"
         self.reason = reason
 
-    def __reduce__(self):  # crosses from a checking process (transforms.check_pool) intact
-        return BadImage, (self.stage, self.reason)
-
 
 @dataclasses.dataclass(frozen=True)
 class CheckedImage:

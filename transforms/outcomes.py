@@ -10,9 +10,6 @@ import dataclasses
 import json
 from typing import NamedTuple
 
-import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
-
 METRICS_NAMESPACE = "tfrecord_pipeline"
 DEAD_LETTERS = "dead_letters"  # tag of the dead-letter output of every DoFn that can fail
 SKIPPED = "skipped"
@@ -34,6 +31,18 @@ class Record(NamedTuple):
     data: bytes  # serialised tf.train.Example
 
 
+class Written(NamedTuple):
+    """A record already appended to a shard part by the process that made it: where it went
+    (`part`, and its transforms.gzip_pieces.Piece there) and how many bytes its Example has."""
+
+    split: str
+    label: str
+    converted: bool
+    payload_bytes: int
+    part: str
+    piece: tuple
+
+
 class Skipped(NamedTuple):
     source: str
     extension: str
@@ -46,10 +55,6 @@ class DeadLetter(NamedTuple):
 
     def to_json(self) -> str:
         return json.dumps(self._asdict(), ensure_ascii=False, sort_keys=True)
-
-
-def counter(name: str):
-    return beam.metrics.Metrics.counter(METRICS_NAMESPACE, name)
 
 
 def _add(counts: dict[str, int], key: str, n: int = 1) -> None:
@@ -67,10 +72,12 @@ class OutcomeSummary:
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # per extension
     errors: dict[str, int] = dataclasses.field(default_factory=dict)  # per stage
 
-    def add(self, outcome: Record | Skipped | DeadLetter) -> None:
-        if isinstance(outcome, Record):
+    def add(self, outcome: Record | Written | Skipped | DeadLetter) -> None:
+        if isinstance(outcome, Record | Written):
             _add(self.written, outcome.split)
-            _add(self.bytes, outcome.split, len(outcome.data))
+            _add(
+                self.bytes, outcome.split, outcome.payload_bytes if isinstance(outcome, Written) else len(outcome.data)
+            )
             if outcome.label:
                 _add(self.labels.setdefault(outcome.split, {}), outcome.label)
             self.converted += outcome.converted
@@ -92,43 +99,3 @@ class OutcomeSummary:
             for label, n in labels.items():
                 _add(self.labels.setdefault(split, {}), label, n)
         self.converted += other.converted
-
-
-class CountRecords(beam.DoFn):
-    """Records -> one OutcomeSummary per bundle. One step per record, where a Map to small counted
-    tuples, a Flatten and a combine took several; and only summaries, never full records, reach
-    the Flatten before the combine (the FnApiRunner materializes what a Flatten takes in: full
-    records there doubled its peak memory, README, Performance)."""
-
-    def start_bundle(self):
-        self._summary = OutcomeSummary()
-
-    def process(self, record: Record):
-        self._summary.add(record)
-
-    def finish_bundle(self):
-        yield GlobalWindows.windowed_value(self._summary)
-
-
-class SummarizeOutcomes(beam.CombineFn):
-    """Reduces every outcome of the run (and the records' CountRecords summaries) to one
-    OutcomeSummary."""
-
-    def create_accumulator(self):
-        return OutcomeSummary()
-
-    def add_input(self, acc, outcome):
-        if isinstance(outcome, OutcomeSummary):
-            acc.merge(outcome)
-        else:
-            acc.add(outcome)
-        return acc
-
-    def merge_accumulators(self, accumulators):
-        merged = OutcomeSummary()
-        for acc in accumulators:
-            merged.merge(acc)
-        return merged
-
-    def extract_output(self, acc):
-        return acc

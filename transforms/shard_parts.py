@@ -11,6 +11,11 @@ finishes. FinalizeShards then gives each planned shard its parts' bytes under th
 frames both concatenate), creates an empty shard where no record went, and removes the parts
 folder. A failed attempt never reports its parts, so its records reach no shard.
 
+Local parts are shared (SharedParts): whichever thread or converting process makes a record
+appends it to the part it was given as one self-contained piece of the part's GZIP member
+(transforms.part_appender), and the bundle's process ends each member once every record is in.
+gs:// parts (BundleShards) are written by the bundle's thread through Beam's GZIP codec.
+
 Remote runners keep WriteToTFRecord: they pass records between fused steps without holding them.
 """
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import random
 import shutil
 import uuid
@@ -28,9 +34,11 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import storage
-from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, join, record_files
+from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, is_remote, join, record_files
 from pipeline.tfrecord_framing import framed
 from transforms.gzip_codec import use_gzip_codec
+from transforms.gzip_pieces import HEADER, Piece, PieceLedger, closing
+from transforms.outcomes import Written
 
 use_gzip_codec()
 
@@ -59,12 +67,35 @@ class ShardLayout:
     def parts_folder(self) -> str:
         return join(self.folder, SHARD_PARTS_FOLDER)
 
+    @property
+    def local(self) -> bool:
+        return not is_remote(self.folder)
+
     def shard_path(self, split: str, index: int) -> str:
         return join(self.folder, record_files(self.compression).name(split, index, self.shards[split]))
+
+    def part_path(self, split: str, index: int, attempt: str) -> str:
+        return join(self.parts_folder, f"{split}-{index:05d}-{attempt}")
 
     def create(self, path: str):
         codec = CompressionTypes.GZIP if self.compression == GZIP else CompressionTypes.UNCOMPRESSED
         return FileSystems.create(path, compression_type=codec)
+
+
+class RoundRobin:
+    """Which shard of its split each record goes to: the next one, from a random first shard, as
+    WriteToTFRecord spreads records. Splits the layout does not name raise."""
+
+    def __init__(self, layout: ShardLayout):
+        self._shards = layout.shards
+        self._next = {split: random.randrange(total) for split, total in layout.shards.items()}
+
+    def next(self, split: str) -> int:
+        if split not in self._next:
+            raise ValueError(f"record of split {split!r}, which the plan does not name ({sorted(self._next)})")
+        index = self._next[split]
+        self._next[split] = (index + 1) % self._shards[split]
+        return index
 
 
 class _OpenPart:
@@ -73,23 +104,21 @@ class _OpenPart:
 
 
 class BundleShards:
-    """One bundle attempt's open parts: `write` frames a record into the next part of its split,
-    `close` finishes them and says what each holds. Splits the layout does not name raise."""
+    """One bundle attempt's open parts, written by the bundle's thread through Beam's file systems
+    (gs:// parts): `write` frames a record into the next part of its split, `close` finishes them
+    and says what each holds."""
 
     def __init__(self, layout: ShardLayout):
         self._layout = layout
         self._attempt = uuid.uuid4().hex
-        self._next = {split: random.randrange(total) for split, total in layout.shards.items()}
+        self._order = RoundRobin(layout)
         self._open: dict[tuple[str, int], _OpenPart] = {}
 
     def write(self, split: str, payload: bytes) -> None:
-        if split not in self._next:
-            raise ValueError(f"record of split {split!r}, which the plan does not name ({sorted(self._next)})")
-        index = self._next[split]
-        self._next[split] = (index + 1) % self._layout.shards[split]
+        index = self._order.next(split)
         part = self._open.get((split, index))
         if part is None:
-            path = join(self._layout.parts_folder, f"{split}-{index:05d}-{self._attempt}")
+            path = self._layout.part_path(split, index, self._attempt)
             part = self._open[(split, index)] = _OpenPart(self._layout.create(path), path)
         for piece in framed(payload):
             part.file.write(piece)
@@ -101,6 +130,46 @@ class BundleShards:
             part.file.close()
             parts.append(ShardPart(split, index, part.path, part.records))
         self._open = {}
+        return parts
+
+
+class SharedParts:
+    """One bundle attempt's local parts, which any thread or converting process appends records to
+    (transforms.part_appender): `assign` names the part of a record of `split` (RoundRobin),
+    creating it; `add` takes what a record's append reported; `close` checks that the reported
+    pieces cover each part exactly, ends its GZIP member and says what each holds."""
+
+    def __init__(self, layout: ShardLayout):
+        self._layout = layout
+        self._attempt = uuid.uuid4().hex
+        self._order = RoundRobin(layout)
+        self._paths: dict[tuple[str, int], str] = {}
+        self._ledgers: dict[str, tuple[str, int, PieceLedger]] = {}
+        self._header = HEADER if layout.compression == GZIP else b""
+
+    def assign(self, split: str) -> str:
+        index = self._order.next(split)
+        path = self._paths.get((split, index))
+        if path is None:
+            path = self._paths[(split, index)] = self._layout.part_path(split, index, self._attempt)
+            os.makedirs(self._layout.parts_folder, exist_ok=True)
+            with open(path, "xb") as f:
+                f.write(self._header)
+            self._ledgers[path] = (split, index, PieceLedger(len(self._header)))
+        return path
+
+    def add(self, written: Written) -> None:
+        self._ledgers[written.part][2].add(Piece(*written.piece))
+
+    def close(self) -> list[ShardPart]:
+        parts = []
+        for path, (split, index, ledger) in sorted(self._ledgers.items()):
+            ledger.check_complete(path, os.path.getsize(path))
+            if self._header:
+                with open(path, "ab") as f:
+                    f.write(closing(ledger.crc, ledger.size))
+            parts.append(ShardPart(split, index, path, ledger.pieces))
+        self._ledgers, self._paths = {}, {}
         return parts
 
 

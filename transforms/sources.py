@@ -30,7 +30,8 @@ from apache_beam.io.filesystem import FileMetadata
 
 from pipeline import storage
 from pipeline.contract.layout import join
-from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Skipped, Source, counter
+from transforms.counting import counter
+from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Skipped, Source
 from transforms.splits import assign_split, check_split_name
 
 Outcome = Source | Skipped | DeadLetter

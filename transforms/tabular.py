@@ -24,8 +24,9 @@ from typing import NamedTuple
 import apache_beam as beam
 
 from pipeline import storage
+from transforms.counting import counter
 from transforms.example_proto import encode_example
-from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record, counter
+from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record
 from transforms.sources import relative_key, strip_bom
 from transforms.splits import assign_split
 

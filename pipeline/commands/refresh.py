@@ -43,7 +43,7 @@ from pipeline.preflight import PreflightError, check_input, check_output, take_l
 from pipeline.report import run_summary
 from pipeline.runners import UnsafeOptionError, make_pipeline, pipeline_options, refuse_unsafe_options
 from pipeline.version_store import VersionPublication, latest_version, remove_unfinished_versions
-from transforms.outcomes import counter
+from transforms.counting import counter
 
 _LOG = logging.getLogger("pipeline.refresh")
 # Settings that differ between versions by construction, or are derived from the listing.

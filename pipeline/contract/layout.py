@@ -26,6 +26,11 @@ ERRORS_PREFIX = "errors"
 SHARD_PARTS_FOLDER = ".shard-parts"  # transforms.shard_parts; gone once the shards are final
 
 
+def is_remote(uri: str) -> bool:
+    """A URI with a scheme (gs://...), as opposed to a local path."""
+    return "://" in uri
+
+
 def join(folder: str, name: str) -> str:
     """`folder/name` for local paths and gs:// prefixes alike."""
     return folder.rstrip("/") + "/" + name

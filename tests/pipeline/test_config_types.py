@@ -213,7 +213,7 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
             "max_pixels": 89_478_485,
             "read_threads": 4,
             "read_batch": 32,
-            "local_check_processes": "auto",
+            "local_processes": "auto",
             "local_write_while_reading": True,
             "keys": dict(config.image_keys),
             "label_offset": 0,

@@ -22,8 +22,8 @@ from pipeline.runners import (
     UnsafeOptionError,
     available_memory,
     check_experiments,
-    check_processes,
     estimated_peak,
+    image_processes,
     lean_held_bytes,
     make_pipeline,
     pipeline_options,
@@ -213,33 +213,33 @@ def _options(*flags):
 
 
 @pytest.mark.parametrize("setting", ["auto", 0, 4])
-def test_image_checks_stay_in_process_on_every_runner_but_the_lean_one(setting):
+def test_images_are_converted_in_process_on_every_runner_but_the_lean_one(setting):
     for flags in (
         ["--direct_num_workers", "2"],
         ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
         ["--runner", "DirectRunner"],
     ):
-        assert check_processes(_options(*flags), setting) == 0, flags
+        assert image_processes(_options(*flags), setting) == 0, flags
 
 
-def test_the_lean_runner_checks_in_as_many_processes_as_set():
-    assert check_processes(_options(), 3) == 3
-    assert check_processes(_options(), 0) == 0
+def test_the_lean_runner_converts_in_as_many_processes_as_set():
+    assert image_processes(_options(), 3) == 3
+    assert image_processes(_options(), 0) == 0
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3, 4])
-def test_auto_is_one_checking_process_per_usable_core_from_three_cores(cores):
+def test_auto_is_one_converting_process_per_usable_core_from_two_cores(cores):
     """Under taskset-like affinity, as a CI container or `taskset -c` gives it."""
     available = len(os.sched_getaffinity(0))
     if cores > available:
         pytest.skip(f"this machine lets the tests use {available} cores")
     script = (
         "import os, sys; os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:int(sys.argv[1])]));"
-        "from pipeline.runners import check_processes, pipeline_options;"
-        "print(check_processes(pipeline_options([]), 'auto'))"
+        "from pipeline.runners import image_processes, pipeline_options;"
+        "print(image_processes(pipeline_options([]), 'auto'))"
     )
     out = subprocess.run([sys.executable, "-c", script, str(cores)], capture_output=True, text=True, check=True)
-    assert int(out.stdout.split()[-1]) == (cores if cores >= 3 else 0)
+    assert int(out.stdout.split()[-1]) == (cores if cores >= 2 else 0)
 
 
 def test_only_the_lean_runner_writes_image_records_while_reading():

@@ -10,6 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.contract.features import DEFAULT_IMAGE_KEYS
 from tests import broken_images
+from transforms.image_convert import ImageSettings
 from transforms.images import ReadImages
 from transforms.outcomes import DEAD_LETTERS, METRICS_NAMESPACE, Source
 
@@ -38,9 +39,12 @@ def sources(tmp_path):
     return listed, good, bad
 
 
-def _run(listed, batch_size, threads, check_processes=0):
+SETTINGS = ImageSettings(LABELS, dict(DEFAULT_IMAGE_KEYS), 1_000_000)
+
+
+def _run(listed, batch_size, threads, processes=0):
     p = TestPipeline()
-    read = ReadImages(LABELS, DEFAULT_IMAGE_KEYS, 1_000_000, threads, check_processes=check_processes)
+    read = ReadImages(SETTINGS, threads, processes=processes)
     out = (
         p
         | beam.Create([listed[i : i + batch_size] for i in range(0, len(listed), batch_size)])
@@ -49,11 +53,11 @@ def _run(listed, batch_size, threads, check_processes=0):
     return p, out
 
 
-@pytest.mark.parametrize("batch_size,threads,check_processes", [(1, 1, 0), (4, 3, 0), (13, 8, 0), (4, 1, 2)])
-def test_one_outcome_per_source(sources, batch_size, threads, check_processes):
+@pytest.mark.parametrize("batch_size,threads,processes", [(1, 1, 0), (4, 3, 0), (13, 8, 0), (4, 1, 2)])
+def test_one_outcome_per_source(sources, batch_size, threads, processes):
     listed, good, bad = sources
     labels = {s.uri: s.label for s in listed}
-    p, out = _run(listed, batch_size, threads, check_processes)
+    p, out = _run(listed, batch_size, threads, processes)
 
     def check_records(records):
         seen = {}
@@ -86,9 +90,9 @@ def test_one_outcome_per_source(sources, batch_size, threads, check_processes):
 
 def test_threads_must_be_positive():
     with pytest.raises(ValueError, match="threads"):
-        ReadImages(LABELS, DEFAULT_IMAGE_KEYS, max_pixels=10_000, threads=0)
+        ReadImages(SETTINGS, threads=0)
 
 
-def test_check_processes_must_not_be_negative():
-    with pytest.raises(ValueError, match="check_processes"):
-        ReadImages(LABELS, DEFAULT_IMAGE_KEYS, max_pixels=10_000, threads=1, check_processes=-1)
+def test_processes_must_not_be_negative():
+    with pytest.raises(ValueError, match="processes"):
+        ReadImages(SETTINGS, threads=1, processes=-1)

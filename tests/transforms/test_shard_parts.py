@@ -1,7 +1,8 @@
 """Records written into shard parts as they are made, then finalized on the DirectRunner: every
 planned shard exists under its name and TensorFlow reads exactly the records the successful
 bundles wrote (one part renamed, several joined, none an empty shard), a failed attempt's part
-reaches no shard, and the parts folder is gone."""
+reaches no shard, and the parts folder is gone. Both ways parts are written: by the bundle's thread
+(BundleShards, gs:// parts) and appended to by whoever makes a record (SharedParts, local parts)."""
 
 import apache_beam as beam
 import pytest
@@ -10,7 +11,30 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, UNCOMPRESSED
 from pipeline.tfrecord_reader import read_records
-from transforms.shard_parts import BundleShards, FinalizeShards, ShardLayout
+from transforms.gzip_pieces import IncompletePart
+from transforms.outcomes import Written
+from transforms.part_appender import PartAppender
+from transforms.shard_parts import BundleShards, FinalizeShards, ShardLayout, SharedParts
+
+
+class Appending:
+    """SharedParts with BundleShards' calls: each record appended by a PartAppender, as a
+    converting thread or process appends it, and reported back."""
+
+    def __init__(self, layout: ShardLayout):
+        self.parts, self._appender = SharedParts(layout), PartAppender(layout.compression)
+
+    def write(self, split: str, payload: bytes) -> None:
+        part = self.parts.assign(split)
+        piece = self._appender.append(part, payload)
+        self.parts.add(Written(split, "label", False, len(payload), part, piece))
+
+    def close(self):
+        self._appender.release()
+        return self.parts.close()
+
+
+WRITERS = [BundleShards, Appending]
 
 
 def _tf_records(path: str, compression: str) -> list[bytes]:
@@ -29,18 +53,19 @@ def _finalize(layout: ShardLayout, parts) -> None:
         assert_that(finalized, equal_to(_planned(layout)))
 
 
+@pytest.mark.parametrize("writer", WRITERS)
 @pytest.mark.parametrize("compression", [GZIP, UNCOMPRESSED])
-def test_each_shard_holds_what_its_bundles_wrote_and_nothing_else(tmp_path, compression):
+def test_each_shard_holds_what_its_bundles_wrote_and_nothing_else(tmp_path, compression, writer):
     layout = ShardLayout(str(tmp_path), {"train": 3, "validation": 2}, compression)
-    one = BundleShards(layout)
+    one = writer(layout)
     for i in range(10):
         one.write("train", b"first-%d" % i)
     one.write("validation", b"first-validation")
-    failed = BundleShards(layout)  # an attempt that fails: its parts are never reported
+    failed = writer(layout)  # an attempt that fails: its parts are never reported
     for i in range(6):
         failed.write("train", b"failed-%d" % i)
     failed.close()
-    two = BundleShards(layout)
+    two = writer(layout)
     for i in range(4):
         two.write("train", b"second-%d" % i)
     parts = [*one.close(), *two.close()]
@@ -60,9 +85,10 @@ def test_each_shard_holds_what_its_bundles_wrote_and_nothing_else(tmp_path, comp
     assert not (tmp_path / SHARD_PARTS_FOLDER).exists()
 
 
-def test_records_are_spread_round_robin_over_the_splits_shards(tmp_path):
+@pytest.mark.parametrize("writer", WRITERS)
+def test_records_are_spread_round_robin_over_the_splits_shards(tmp_path, writer):
     layout = ShardLayout(str(tmp_path), {"train": 4}, GZIP)
-    bundle = BundleShards(layout)
+    bundle = writer(layout)
     for i in range(10):
         bundle.write("train", b"%d" % i)
     parts = bundle.close()
@@ -70,7 +96,19 @@ def test_records_are_spread_round_robin_over_the_splits_shards(tmp_path):
     assert sorted(part.index for part in parts) == [0, 1, 2, 3]
 
 
-def test_a_record_of_an_unplanned_split_raises(tmp_path):
-    bundle = BundleShards(ShardLayout(str(tmp_path), {"train": 1}, GZIP))
+@pytest.mark.parametrize("writer", WRITERS)
+def test_a_record_of_an_unplanned_split_raises(tmp_path, writer):
+    bundle = writer(ShardLayout(str(tmp_path), {"train": 1}, GZIP))
     with pytest.raises(ValueError, match="split 'test', which the plan does not name"):
         bundle.write("test", b"stray")
+
+
+@pytest.mark.parametrize("compression", [GZIP, UNCOMPRESSED])
+def test_a_part_holding_bytes_nobody_reported_is_refused(tmp_path, compression):
+    """As a process killed halfway through an append leaves it."""
+    appending = Appending(ShardLayout(str(tmp_path), {"train": 1}, compression))
+    appending.write("train", b"whole")
+    with open(appending.parts.assign("train"), "ab") as part:
+        part.write(b"half a record")
+    with pytest.raises(IncompletePart, match="a converting process died while writing to it"):
+        appending.close()

@@ -8,7 +8,8 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.contract.layout import GZIP
 from pipeline.tfrecord_reader import read_records
-from transforms.outcomes import CountRecords, DeadLetter, OutcomeSummary, Record, Skipped, SummarizeOutcomes
+from transforms.counting import CountRecords, SummarizeOutcomes
+from transforms.outcomes import DeadLetter, OutcomeSummary, Record, Skipped
 from transforms.write import WriteSplits
 
 RECORDS = [Record("train" if i % 3 else "validation", f"label{i % 2}", i == 4, b"payload-%d" % i) for i in range(12)]

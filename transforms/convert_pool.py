@@ -1,0 +1,189 @@
+"""Image conversion in worker processes, for local runs.
+
+On a local runner all of ReadImages runs in one Python process: its threads share one GIL, which
+Pillow's decoding, the Example's encoding and the bundle thread's own work all need, so a
+many-core machine got a few cores' worth of work. Here each converting process does a source's
+whole conversion (transforms.image_convert: read, check, Example and, when the bundle's parts are
+local, appending the record to the part it was given), and the bundle thread only hands out
+sources and collects small outcomes.
+
+A process that dies while converting (a decoder crash on hostile input takes the whole process
+with it) costs the source it was converting, which becomes a dead letter; the sources queued
+behind it go to a fresh process. Nothing it appended before is lost: every record it reported
+was whole in its part (transforms.part_appender).
+
+On Dataflow each core already runs its own SDK process, so the conversion stays in-process there.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from multiprocessing.connection import Connection, wait
+
+import transforms
+from transforms.image_convert import ImageConverter, ImageSettings
+from transforms.outcomes import DeadLetter, Source
+
+# Where `transforms` is imported from, for the converting processes (a checkout or site-packages).
+_IMPORT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(transforms.__file__)))
+
+CRASHED = "the image decoder crashed on it (its converting process died)"
+_READY, _RELEASE = "ready", "release"
+
+Item = tuple[Source, str | None]  # a source, and the shard part its record goes to (None: return it)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (taskset, cgroup cpusets), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class ProcessFailed(RuntimeError):
+    """A converting process died before it could take any work: nothing to blame on a source."""
+
+
+def _serve(requests: Connection, results: Connection) -> None:
+    """A converting process: its ImageSettings first, then lists of items, each answered with its
+    (outcome, bytes read), in order, or with the exception conversion raised (a configuration
+    error, a full disk: raised again by the caller); _RELEASE closes its parts."""
+    converter = ImageConverter(requests.recv())
+    results.send(_READY)
+    while True:
+        try:
+            message = requests.recv()
+        except EOFError:
+            return
+        if message == _RELEASE:
+            converter.release()
+            continue
+        for source, part in message:
+            try:
+                result = converter.convert(source, part)
+            except Exception as e:
+                result = e
+            results.send(result)
+
+
+class _Worker:
+    """One converting process and the items sent to it, answered in the order they were sent."""
+
+    def __init__(self, settings: ImageSettings):
+        # A fresh interpreter (`python -m transforms.convert_pool`), talking over its stdin and
+        # stdout: it inherits none of the runner's threads, locks or clients, as a fork would,
+        # and imports none of the job's modules, as multiprocessing's spawn would (__main__).
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_IMPORT_ROOT, os.environ.get("PYTHONPATH")]))}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
+        self.requests = Connection(os.dup(self.process.stdin.fileno()), readable=False)
+        self.results = Connection(os.dup(self.process.stdout.fileno()), writable=False)
+        self.process.stdin.close()
+        self.process.stdout.close()
+        self.send(settings)
+        self.pending: collections.deque[Item] = collections.deque()
+        self.ready = False
+
+    def send(self, message) -> None:
+        try:
+            self.requests.send(message)
+        except OSError:  # the process is gone: receiving says so
+            pass
+
+    def stop(self) -> None:
+        """Closes the requests (the process ends) and waits for it."""
+        self.requests.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.results.close()
+
+
+class ConvertPool:
+    """ImageConverter.convert in `processes` processes: `submit` items, take their `results`."""
+
+    def __init__(self, processes: int, settings: ImageSettings):
+        if processes < 1:
+            raise ValueError("processes must be >= 1")
+        self._settings = settings
+        self._workers = [_Worker(settings) for _ in range(processes)]
+
+    @property
+    def pending(self) -> int:
+        return sum(len(worker.pending) for worker in self._workers)
+
+    def submit(self, items: list[Item]) -> None:
+        """Hands the items out in one share per process, the least busy first."""
+        workers = sorted(self._workers, key=lambda worker: len(worker.pending))
+        share = -(-len(items) // len(workers))
+        for worker, start in zip(workers, range(0, len(items), share), strict=False):
+            self._send(worker, items[start : start + share])
+
+    def _send(self, worker: _Worker, items: list[Item]) -> None:
+        worker.pending.extend(items)
+        worker.send(items)
+
+    def results(self, at_most_pending: int = 0) -> Iterator[tuple]:
+        """(outcome, bytes read) of converted items, as they come, until at most `at_most_pending`
+        items are still converting. Raises what a conversion raised."""
+        while self.pending > at_most_pending:
+            for connection in wait([worker.results for worker in self._workers if worker.pending]):
+                worker = next(w for w in self._workers if w.results is connection)
+                yield from self._receive(worker)
+
+    def _receive(self, worker: _Worker) -> Iterator[tuple]:
+        """What `worker` has answered so far (at least one message), or, if it died, the dead letter
+        of the source it was converting, its other items going to a fresh process."""
+        while True:
+            try:
+                result = worker.results.recv()
+            except (EOFError, OSError):
+                yield from self._replace(worker)
+                return
+            if result == _READY:
+                worker.ready = True
+            else:
+                worker.pending.popleft()
+                if isinstance(result, Exception):
+                    raise result
+                yield result
+            if not worker.results.poll():
+                return
+
+    def _replace(self, dead: _Worker) -> Iterator[tuple]:
+        dead.stop()
+        if not dead.ready:
+            raise ProcessFailed(
+                f"a converting process exited with {dead.process.returncode} before it started (its errors are above)"
+            )
+        fresh = _Worker(self._settings)
+        self._workers[self._workers.index(dead)] = fresh
+        if dead.pending:
+            culprit, _ = dead.pending.popleft()
+            yield DeadLetter(culprit.uri, "decode", CRASHED), 0
+        if dead.pending:
+            self._send(fresh, list(dead.pending))
+
+    def release_parts(self) -> None:
+        """Has every process close the parts it appended to (call once their results are in)."""
+        for worker in self._workers:
+            worker.send(_RELEASE)
+
+    def shutdown(self) -> None:
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.stop()
+
+
+if __name__ == "__main__":  # a converting process: results on a copy of stdout, stdout itself to stderr
+    _results = Connection(os.dup(1), readable=False)
+    os.dup2(2, 1)
+    _serve(Connection(os.dup(0), writable=False), _results)

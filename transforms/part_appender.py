@@ -1,0 +1,58 @@
+"""Appending records to local shard parts that several writers share, each record one piece.
+
+Whichever thread or process converts an image appends its record to the part it was given (the
+bundle's process hands out parts and closes them: transforms.shard_parts.SharedParts). Each record
+is framed as a TFRecord and, in a GZIP part, made into a self-contained piece of the member
+(transforms.gzip_pieces); one write on a file opened with O_APPEND puts it whole at the end of
+the file, whoever else appends, and the Piece returned says where it landed.
+
+No Beam here: the converting processes (transforms.convert_pool) import this module.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from isal import isal_zlib
+
+from pipeline.contract.layout import GZIP
+from pipeline.tfrecord_framing import framed
+from transforms.gzip_pieces import Piece, PieceMaker
+
+
+class ShortWrite(OSError):
+    """A piece was written in part (a full disk): the part cannot be trusted."""
+
+
+class PartAppender:
+    """Appends framed records to part files of `compression` (GZIP or NONE, as a manifest says).
+    Thread-safe; keeps each part open until `release`."""
+
+    def __init__(self, compression: str):
+        self._pieces = PieceMaker() if compression == GZIP else None
+        self._files: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def append(self, part: str, payload: bytes) -> Piece:
+        data = b"".join(framed(payload))
+        if self._pieces is None:
+            body, crc = data, 0
+        else:
+            body, crc = self._pieces.piece(data), isal_zlib.crc32(data)
+        with self._lock:  # the write and the offset it leaves, with no other write of this process between
+            fd = self._files.get(part)
+            if fd is None:
+                fd = self._files[part] = os.open(part, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            written = os.write(fd, body)
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+        if written != len(body):
+            raise ShortWrite(f"{part}: wrote {written} of a record's {len(body)} bytes")
+        return Piece(end - len(body), len(body), crc, len(data))
+
+    def release(self) -> None:
+        """Closes every part this appender has open."""
+        with self._lock:
+            files, self._files = self._files, {}
+        for fd in files.values():
+            os.close(fd)
