@@ -81,7 +81,7 @@ class ImageConfig(pydantic.BaseModel):
     read_threads: Annotated[Int, Field(ge=1)] = 4
     read_batch: Annotated[Int, Field(ge=1)] = 32  # sources handed to those threads at a time
     # images converted (read, checked, encoded, written) in this many processes on the default local
-    # runner ("auto": one per usable core from 2 cores on, else none); other runners convert on the
+    # runner ("auto": one per usable core from 3 cores on, else none); other runners convert on the
     # threads (pipeline.runners.image_processes)
     local_processes: Literal["auto"] | Annotated[Int, Field(ge=0)] = "auto"
     # on the default local runner, each record goes into its shard as it is made (false: through

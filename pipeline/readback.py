@@ -45,7 +45,7 @@ def ReadBackShards(root, folder: str, plan: Plan, written):
     after the watermark has passed them, so a combine or side input of them comes out empty."""
     return (
         root
-        | "PlannedShards" >> beam.Create(planned_shards(folder, plan))
+        | "PlannedShards" >> beam.Create(planned_shards(folder, plan), reshuffle=False)
         | "AfterTheWrites" >> beam.Map(lambda path, _: path, beam.pvalue.AsList(written))
         | "SpreadShards" >> beam.Reshuffle()
         | "CountRecords" >> beam.ParDo(CountShardRecords(plan.compression, plan.index))

@@ -4,8 +4,9 @@ Without --runner the job runs in this process, on one of two local runners (thei
 and peak memory: README, Performance):
 
 * lean (the default): Beam's BundleBasedDirectRunner. Bundles run on one thread, but ReadImages
-  converts images in a converting process per usable core from 2 cores on
-  (`image.local_processes`, image_processes below), on its own threads on one core. It holds a
+  converts images in a converting process per usable core from 3 cores on
+  (`image.local_processes`, image_processes below), on its own threads below that (where they
+  keep the cores as busy, with less CPU: README, Performance). It holds a
   step's whole output until the step's bundle ends, so image records go into their shards in the
   step that makes them (writes_while_reading); CSV records are held until WriteToTFRecord writes
   them.
@@ -65,7 +66,7 @@ _LOG = logging.getLogger("pipeline")
 
 PARALLEL, LEAN = "FnApiRunner", "BundleBasedDirectRunner"
 AUTO = "auto"  # image.local_processes: sized from the cores
-AUTO_PROCESSES_FROM_CORES = 2
+AUTO_PROCESSES_FROM_CORES = 3
 _GB = 1e9
 # Peak RSS = base + per_input_byte * held input bytes, fitted to scripts/benchmark.py's corpus.
 _PEAK_MODEL = {PARALLEL: (0.25 * _GB, 2.5), LEAN: (0.2 * _GB, 1.05)}

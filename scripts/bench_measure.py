@@ -24,6 +24,11 @@ PIPELINE_ELAPSED = re.compile(r"^\s*elapsed ([0-9.]+) s,", re.MULTILINE)
 FIRST_READ = re.compile(
     r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO transforms\.images: reading images", re.MULTILINE
 )
+# The line ReadImages logs when a long bundle ends: its timestamp is when its last record was made.
+READS_DONE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO transforms\.images: converted \d+ sources in this bundle",
+    re.MULTILINE,
+)
 
 
 def _children(pid: int) -> list[int]:
@@ -160,17 +165,18 @@ def _parse_result(stdout_path: str) -> dict | None:
     return {"work_s": float(elapsed.group(1))} if elapsed else None
 
 
-def first_read_after(stderr_path: str, started: float) -> float | None:
-    """Seconds from `started` (time.time() at launch) to the pipeline's first image read, from
-    the timestamp of ReadImages' first log line; None if the run logged none."""
+def logged_after(stderr_path: str, started: float, line: re.Pattern) -> float | None:
+    """Seconds from `started` (time.time() at launch) to the timestamp of the last log line that
+    `line` matches (FIRST_READ: ReadImages' first line, its first image read; READS_DONE: the end
+    of its last long bundle); None if the run logged none."""
     try:
         with open(stderr_path, encoding="utf-8", errors="replace") as f:
-            found = FIRST_READ.search(f.read())
+            found = line.findall(f.read())
     except OSError:
         return None
     if not found:
         return None
-    return datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() - started
+    return datetime.datetime.strptime(found[-1], "%Y-%m-%d %H:%M:%S,%f").timestamp() - started
 
 
 def _wait(proc: subprocess.Popen, timeout: float) -> tuple[int, bool]:
@@ -211,7 +217,8 @@ def run_measured(cmd: list[str], log_dir: str, timeout: float) -> dict:
         "peak_processes": sampler.peak_processes,
         "rss_samples": sampler.samples,
         "result": _parse_result(stdout_path),
-        "first_read_s": first_read_after(stderr_path, started),
+        "first_read_s": logged_after(stderr_path, started, FIRST_READ),
+        "reads_done_s": logged_after(stderr_path, started, READS_DONE),
         "stdout_path": stdout_path,
         "stderr_path": stderr_path,
     }

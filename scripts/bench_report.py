@@ -44,6 +44,8 @@ def summarize(runs: list[dict]) -> dict:
         "peak_rss_mb": _median([r["peak_rss_mb"] for r in ok]),
         "work_images_per_s": _median([r.get("work_images_per_s") for r in ok]),
         "startup_s": _median([r.get("startup_s") for r in ok]),
+        "reading_s": _median([r.get("reading_s") for r in ok]),
+        "work_s": _median([r.get("work_s") for r in ok]),
     }
     summary["min_images_per_s"] = min(r["images_per_s"] for r in ok)
     summary["max_images_per_s"] = max(r["images_per_s"] for r in ok)
@@ -69,11 +71,14 @@ def _vs_floor(variant: str, results: dict) -> dict | None:
     if not med or not floor_med:
         return None
     work, floor_work = med["work_images_per_s"], floor_med["work_images_per_s"]
+    reading, floor_work_s = med.get("reading_s"), floor_med.get("work_s")
     return {
         "floor": floor,
         "cores": len(PINNED_CPUS.get(variant, os.sched_getaffinity(0))),
         "wall": med["images_per_s"] / floor_med["images_per_s"],
         "in_job": work / floor_work if work and floor_work else None,
+        # from the first image read to the last record made, against all of the floor's work
+        "reading": floor_work_s / reading if reading and floor_work_s else None,
     }
 
 
@@ -167,6 +172,13 @@ def print_startup(results: dict) -> None:
     ]
     if startups:
         print(f"start-up (pipeline: until its first image is read; scripts: until their work): {', '.join(startups)}")
+    readings = [
+        f"{variant} {summary['median']['reading_s']:.2f} s"
+        for variant, summary in results.items()
+        if summary.get("median", {}).get("reading_s") is not None
+    ]
+    if readings:
+        print(f"reading (pipeline: from its first image read to its last record made): {', '.join(readings)}")
 
 
 def print_floor_ratios(results: dict) -> None:
@@ -177,7 +189,7 @@ def print_floor_ratios(results: dict) -> None:
             cores = f"{ratio['cores']} core{'s' if ratio['cores'] > 1 else ''}"
             print(
                 f"{variant} / {ratio['floor']} ({cores}): wall {ratio['wall']:.2f}x, "
-                f"in-job {_fmt(ratio['in_job'], '.2f', 'x')}"
+                f"in-job {_fmt(ratio['in_job'], '.2f', 'x')}, reading {_fmt(ratio['reading'], '.2f', 'x')}"
             )
 
 

@@ -83,6 +83,8 @@ def run_record(run_index: int, measured: dict, corpus: dict) -> dict:
     # Start-up: until the pipeline reads its first image; for the script variants, until their timed work.
     if measured["first_read_s"] is not None:
         record["startup_s"] = measured["first_read_s"]
+        if measured.get("reads_done_s") is not None:  # from its first image read to its last record made
+            record["reading_s"] = measured["reads_done_s"] - measured["first_read_s"]
     elif result.get("work_s"):
         record["startup_s"] = measured["wall_s"] - result["work_s"]
     return record
@@ -128,7 +130,7 @@ class RoundRobin:
         if variant in PIPELINE_CONFIGS:
             config = os.path.join(run_dir, "config.yaml")
             with open(config, "w", encoding="utf-8") as f:
-                f.write(PIPELINE_CONFIGS[variant])
+                f.write(PIPELINE_CONFIGS[variant].format(cores=len(os.sched_getaffinity(0))))
             command += ["--config", config]
         measured = run_measured(command, run_dir, self.settings.timeout)
         record = run_record(run_index, measured, self.settings.corpus)

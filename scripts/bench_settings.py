@@ -16,6 +16,8 @@ DEFAULT_CORPUS = os.path.join(REPO_ROOT, "bench", "photos")
 
 VARIANTS = (
     "pipeline",
+    "pipeline_threads",
+    "pipeline_processes",
     "pipeline_uncompressed",
     "pipeline_parallel",
     "pipeline_1core",
@@ -31,15 +33,20 @@ NAME_WIDTH = max(map(len, VARIANTS))  # of the variant column in printed lines
 # The pipeline variants: their CLI words after `python -m pipeline --input C --output D --overwrite`.
 PIPELINE_VARIANTS = {
     "pipeline": [],
+    "pipeline_threads": [],
+    "pipeline_processes": [],
     "pipeline_uncompressed": ["--compression", "none"],
     "pipeline_parallel": ["--direct_num_workers", "0"],
     "pipeline_1core": [],
     "pipeline_write_to_tfrecord": [],
     "pipeline_write_to_tfrecord_1core": [],
 }
-# YAML each run of a pipeline variant gets as its --config (written into the run's folder).
-_WRITE_TO_TFRECORD = "image: {local_write_while_reading: false}\n"
+# YAML each run of a pipeline variant gets as its --config (written into the run's folder, with
+# {cores} replaced by the cores the benchmark may use).
+_WRITE_TO_TFRECORD = "image: {{local_write_while_reading: false}}\n"
 PIPELINE_CONFIGS = {
+    "pipeline_threads": "image: {{local_processes: 0}}\n",
+    "pipeline_processes": "image: {{local_processes: {cores}}}\n",
     "pipeline_write_to_tfrecord": _WRITE_TO_TFRECORD,
     "pipeline_write_to_tfrecord_1core": _WRITE_TO_TFRECORD,
 }

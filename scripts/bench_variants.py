@@ -16,7 +16,6 @@ import os
 import pathlib
 import sys
 import time
-from collections.abc import Iterator
 
 from bench_corpus import list_corpus
 from bench_settings import FLOOR_VARIANTS, RESULT_TAG
@@ -134,75 +133,64 @@ def worker_plain_beam(items, dest) -> dict:
     return {"work_s": time.perf_counter() - t0}
 
 
-def _floor_example(path: str, key: str, label: str, label_id: int, keys: dict, max_pixels: int) -> bytes | None:
-    """The Example the pipeline writes for one file (transforms.images.ReadImages._convert), or None
-    where the integrity check refuses it."""
-    from transforms.example_proto import image_example
-    from transforms.image_check import BadImage, check_image
+def _floor_settings(items, compression: str):
+    """The conversion settings of a default pipeline run on `items` (the labels sorted, as planned)."""
+    from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+    from transforms.image_check import DEFAULT_MAX_PIXELS
+    from transforms.image_convert import ImageSettings
 
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        image = check_image(data, max_pixels)
-    except BadImage:
-        return None
-    return image_example(keys, image, label_id, label, path, key)
+    labels = tuple(sorted({label for _, label in items}))
+    return ImageSettings(labels, dict(DEFAULT_IMAGE_KEYS), DEFAULT_MAX_PIXELS, compression=compression)
 
 
-def gzip_chunk(chunk: list[tuple], keys: dict, max_pixels: int, tally: dict) -> Iterator[bytes]:
-    """The GZIP stream of one chunk's (path, key, label, label id) as TFRecords, piece by piece: one
-    stream per chunk through the pipeline's codec (transforms.gzip_choice), as Beam's
-    CompressedFile writes one per shard. Counts `records` and `errors` in `tally`."""
-    from pipeline.tfrecord_framing import framed
-    from transforms.gzip_choice import CODEC
-
-    compressor = CODEC.compressobj(CODEC.Z_DEFAULT_COMPRESSION, CODEC.DEFLATED, CODEC.MAX_WBITS | 16)
-    for item in chunk:
-        payload = _floor_example(*item, keys, max_pixels)
-        if payload is None:
-            tally["errors"] += 1
-            continue
-        tally["records"] += 1
-        for part in framed(payload):
-            yield compressor.compress(part)
-    yield compressor.flush()
-
-
-def floor_chunk(task: tuple[int, list[tuple]], keys: dict, max_pixels: int, dest: str) -> dict:
-    """A pool task: one chunk's GZIP stream written to its own file in `dest` (a conversion's output
-    has to land in files: the page cache's cost is part of the necessary work), and its tally of
-    records, errors and GZIP bytes."""
-    from pipeline.contract.layout import GZIP, record_files
+def floor_chunk(task: tuple[int, list], settings, dest: str) -> dict:
+    """A pool task: one chunk's Sources converted as the pipeline converts them
+    (transforms.image_convert: read, check, Example, TFRecord framing, GZIP pieces) into a GZIP file
+    of its own in `dest` (a conversion's output has to land in files: the page cache's cost is part
+    of the necessary work); its tally of records, errors and GZIP bytes."""
+    from pipeline.contract.layout import record_files
+    from transforms.gzip_pieces import HEADER, Piece, PieceLedger, closing
+    from transforms.image_convert import ImageConverter
+    from transforms.outcomes import Written
 
     index, chunk = task
-    tally = {"records": 0, "errors": 0, "compressed_bytes": 0}
-    with open(os.path.join(dest, f"floor-{index:05d}{record_files(GZIP).suffix}"), "wb") as f:
-        for piece in gzip_chunk(chunk, keys, max_pixels, tally):
-            tally["compressed_bytes"] += len(piece)
-            f.write(piece)
-    return tally
+    path = os.path.join(dest, f"floor-{index:05d}{record_files(settings.compression).suffix}")
+    with open(path, "wb") as f:
+        f.write(HEADER)
+    converter, ledger = ImageConverter(settings), PieceLedger(len(HEADER))
+    tally = {"records": 0, "errors": 0}
+    for source in chunk:
+        outcome, _ = converter.convert(source, path)
+        if isinstance(outcome, Written):
+            tally["records"] += 1
+            ledger.add(Piece(*outcome.piece))
+        else:
+            tally["errors"] += 1
+    converter.release()
+    with open(path, "ab") as f:
+        f.write(closing(ledger.crc, ledger.size))
+    return {**tally, "compressed_bytes": os.path.getsize(path)}
 
 
 def worker_floor(items, corpus: str, dest: str) -> dict:
     """The necessary work, in plain processes: per image, what the pipeline must do and nothing else
-    (read, integrity check, Example, TFRecord framing, GZIP through the pipeline's codec, writing
-    the stream to a file in `dest`), on one process per CPU this process may run on, each given
-    contiguous chunks of files. It imports only the modules that do that work (no Beam), so its
-    wall-clock time is the start-up a plain script pays."""
+    (read, integrity check, Example, TFRecord framing, GZIP, writing it to a file in `dest`: the
+    pipeline's own conversion, floor_chunk), on one process per CPU this process may run on, each
+    given contiguous chunks of files. It imports only the modules that do that work (no Beam), so
+    its wall-clock time is the start-up a plain script pays."""
     import functools
     import multiprocessing
 
-    from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+    from pipeline.contract.layout import GZIP
     from transforms.convert_pool import usable_cores
-    from transforms.image_check import DEFAULT_MAX_PIXELS
+    from transforms.outcomes import Source
 
-    ids = _label_ids(items)
     root = os.path.abspath(corpus)
-    tasks = [(path, os.path.relpath(path, root), label, ids[label]) for path, label in items]
+    sources = [Source(path, os.path.relpath(path, root), label, "train") for path, label in items]
     processes = usable_cores()
-    size = max(1, -(-len(tasks) // (processes * FLOOR_CHUNKS_PER_PROCESS)))
-    chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
-    task = functools.partial(floor_chunk, keys=DEFAULT_IMAGE_KEYS, max_pixels=DEFAULT_MAX_PIXELS, dest=dest)
+    size = max(1, -(-len(sources) // (processes * FLOOR_CHUNKS_PER_PROCESS)))
+    chunks = [sources[i : i + size] for i in range(0, len(sources), size)]
+    task = functools.partial(floor_chunk, settings=_floor_settings(items, GZIP), dest=dest)
     os.makedirs(dest, exist_ok=True)
     t0 = time.perf_counter()
     with multiprocessing.Pool(processes) as pool:
@@ -219,16 +207,16 @@ def worker_runner_only(items, corpus: str, dest: str) -> dict:
     runs in the pipeline's own process (`image.local_processes: 0`, as on one core), where the
     replacement applies."""
     from pipeline.cli import main
-    from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+    from pipeline.contract.layout import UNCOMPRESSED
     from transforms import image_convert
-    from transforms.image_check import DEFAULT_MAX_PIXELS
-    from transforms.outcomes import Record
+    from transforms.outcomes import Record, Source
 
     path, label = items[0]
-    example = _floor_example(path, path, label, 0, DEFAULT_IMAGE_KEYS, DEFAULT_MAX_PIXELS)
+    first = Source(path, path, label, "train")
+    (example, _) = image_convert.ImageConverter(_floor_settings(items, UNCOMPRESSED)).convert(first)
 
     def ready(_, source):
-        return Record(source.split, source.label, False, example), len(example)
+        return Record(source.split, source.label, False, example.data), len(example.data)
 
     image_convert.ImageConverter._record = ready
     config = os.path.join(os.path.dirname(os.path.abspath(dest)), "runner_only.yaml")

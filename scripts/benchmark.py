@@ -4,9 +4,10 @@
 Usage::
 
     python scripts/benchmark.py [--corpus bench/photos]
-                                [--variants pipeline,pipeline_uncompressed,pipeline_parallel,pipeline_1core,
-                                            pipeline_write_to_tfrecord,pipeline_write_to_tfrecord_1core,serial_tf,
-                                            plain_beam,floor,floor_1core,runner_1core]
+                                [--variants pipeline,pipeline_threads,pipeline_processes,pipeline_uncompressed,
+                                            pipeline_parallel,pipeline_1core,pipeline_write_to_tfrecord,
+                                            pipeline_write_to_tfrecord_1core,serial_tf,plain_beam,floor,
+                                            floor_1core,runner_1core]
                                 [--runs 3] [--pipeline_args "--some_flag value"] [--json results.json]
 
 Runs every variant ``--runs`` times, each run in its own subprocess, round-robin (run 1 of every
@@ -36,6 +37,10 @@ Variants:
                 words of ``--pipeline_args`` (give it as ``--pipeline_args="--flag value"`` when it
                 starts with a dash and has no space). A run that fails is reported with its stderr
                 and the variant's remaining runs are skipped.
+``pipeline_threads``  the same with ``image.local_processes: 0``: its images converted on
+                ReadImages' threads in the pipeline's own process (the default below 3 cores).
+``pipeline_processes``  the same with a converting process per core
+                (transforms/convert_pool.py; the default from 3 cores on).
 ``pipeline_uncompressed``  the same with ``--compression none``: what GZIP costs in time on this
                 corpus (the bytes it saves: the ``bytes`` of the JSON's verification).
 ``pipeline_parallel``  the same with ``--direct_num_workers 0``: the FnApiRunner with an
@@ -55,11 +60,12 @@ Variants:
                 the Example) | Reshuffle() | WriteToTFRecord(GZIP, num_shards=8)``.
 ``floor``       the necessary work, without Beam's runner: a multiprocessing pool of one process
                 per CPU it may use (``os.sched_getaffinity``), each given contiguous chunks of
-                files, does per file what the pipeline must: read it, ``check_image``, encode the
-                pipeline's Example, frame it as a TFRecord and GZIP it through the pipeline's
-                codec (transforms.gzip_choice), writing each chunk's stream to a file of its own
-                (any conversion's output has to reach the page cache). It imports no Beam: its
-                start-up is what a plain script pays.
+                files, does per file what the pipeline must, with the pipeline's own code
+                (transforms.image_convert): read it, ``check_image``, encode the pipeline's
+                Example, frame it as a TFRecord and append it as a GZIP piece
+                (transforms.gzip_pieces) to a file of the chunk's own (any conversion's output
+                has to reach the page cache). It imports no Beam: its start-up is what a plain
+                script pays.
 ``floor_1core`` ``floor`` under ``taskset -c 0``, hence one process. ``taskset`` (util-linux) must
                 be installed for the 1-core variants.
 ``runner_1core`` ``pipeline_1core`` with ReadImages' per-source work (read, check, Example) replaced

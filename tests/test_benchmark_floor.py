@@ -13,10 +13,12 @@ from PIL import Image
 
 from pipeline.config import Config
 from pipeline.contract.features import source_id
+from pipeline.contract.layout import GZIP
 from pipeline.contract.manifest import read_manifest
 from pipeline.tfrecord_framing import masked_crc32c
 from pipeline.tfrecord_reader import read_records
 from transforms.example_proto import Example
+from transforms.outcomes import Source
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "scripts"))
 
@@ -66,18 +68,22 @@ def test_floor_counts_images_and_errors_and_writes_its_records(tmp_path):
 
 def test_floor_chunk_is_gzip_of_the_pipelines_records(tmp_path):
     items = _corpus(tmp_path)
-    chunk = [(path, str(Path(path).relative_to(tmp_path)), label, int(label == "dog")) for path, label in items]
-    config = Config()
-    keys = config.image_keys
-    tally = {"records": 0, "errors": 0}
+    chunk = [Source(path, str(Path(path).relative_to(tmp_path)), label, "train") for path, label in items]
+    keys = Config().image_keys
+    dest = tmp_path / "out"
+    dest.mkdir()
 
-    stream = gzip.decompress(b"".join(bench_variants.gzip_chunk(chunk, keys, config.image.max_pixels, tally)))
+    tally = bench_variants.floor_chunk((7, chunk), bench_variants._floor_settings(items, GZIP), str(dest))
 
-    assert tally == {"records": len(GOOD), "errors": 1}
+    [written] = dest.iterdir()
+    assert tally == {"records": len(GOOD), "errors": 1, "compressed_bytes": written.stat().st_size}
+    stream = gzip.decompress(written.read_bytes())
     examples = [Example.FromString(payload).features.feature for payload in _records(stream)]
-    for features, key in zip(examples, sorted(GOOD), strict=True):
+    by_key = {features[keys["source_id"]].bytes_list.value[0]: features for features in examples}
+    assert sorted(by_key) == sorted(source_id(key).encode() for key in GOOD)
+    for key in sorted(GOOD):
+        features = by_key[source_id(key).encode()]
         assert features[keys["filename"]].bytes_list.value == [str(tmp_path / key).encode()]
-        assert features[keys["source_id"]].bytes_list.value == [source_id(key).encode()]
         assert features[keys["text"]].bytes_list.value == [key.split("/")[0].encode()]
         assert features[keys["label"]].int64_list.value == [int(key.startswith("dog"))]
         assert features[keys["format"]].bytes_list.value == [b"jpeg"]

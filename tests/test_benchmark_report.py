@@ -21,7 +21,7 @@ COSTS = {
 }
 
 
-def _run(index: int, wall_s: float, cpu_s: float) -> dict:
+def _run(index: int, wall_s: float, cpu_s: float, reads_done_s: float | None = None) -> dict:
     """One successful run of the pipeline as bench_runs records it."""
     measured = {
         "rc": 0,
@@ -34,6 +34,7 @@ def _run(index: int, wall_s: float, cpu_s: float) -> dict:
         "rss_samples": 100,
         "result": {"work_s": wall_s - 1.5},
         "first_read_s": 1.5,
+        "reads_done_s": reads_done_s,
     }
     return bench_runs.run_record(index, measured, CORPUS)
 
@@ -57,3 +58,31 @@ def test_per_image_costs_print_without_shares_when_the_pipeline_did_not_run(caps
     printed = capsys.readouterr().out
     assert "check_image 1050 us;" in printed
     assert "% of the pipeline" not in printed
+
+
+def test_the_reading_phase_is_set_against_all_of_the_floors_work(capsys):
+    """From the pipeline's first image read to its last record made, beside the floor's work:
+    what the pipeline does per image once started, without its fixed start-up and end."""
+    floor = {
+        "run": 1,
+        "rc": 0,
+        "timed_out": False,
+        "wall_s": 7.5,
+        "cpu_s": 14.0,
+        "sys_s": 0.5,
+        "peak_rss_mb": 100.0,
+        "peak_processes": 3,
+        "rss_samples": 100,
+        "result": {"work_s": 7.0},
+        "first_read_s": None,
+    }
+    runs = {
+        "pipeline": [_run(1, 10.0, 20.0, reads_done_s=9.5), _run(2, 10.5, 21.0, reads_done_s=10.5)],
+        "floor": [bench_runs.run_record(1, floor, CORPUS)],
+    }
+    results = bench_report.summarize_all(["pipeline", "floor"], runs, {}, {"pipeline": [], "floor": []})
+
+    assert results["pipeline"]["median"]["reading_s"] == 8.5  # (8.0 + 9.0) / 2, after the 1.5 s start-up
+    assert results["pipeline"]["ratios"]["vs_floor"]["reading"] == 7.0 / 8.5
+    bench_report.print_floor_ratios(results)
+    assert "reading 0.82x" in capsys.readouterr().out

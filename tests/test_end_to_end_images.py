@@ -71,8 +71,8 @@ def messy_folder(tmp_path_factory):
 @pytest.fixture(scope="module", params=["lean", "lean_threads", "lean_write_to_tfrecord", "parallel"])
 def converted(messy_folder, tmp_path_factory, request):
     """The messy folder converted by each local runner the CLI offers: the default lean
-    single-threaded one, with its images converted in two converting processes (as from 2 cores
-    on) or on its threads (as on one core), writing records into their shards as it makes them or
+    single-threaded one, with its images converted in two converting processes (as from 3 cores
+    on, one per core) or on its threads (as on fewer cores), writing records into their shards as it makes them or
     (as every other runner) through WriteToTFRecord, and the parallel one (the FnApiRunner with two
     in-process workers)."""
     out = tmp_path_factory.mktemp("out") / "dataset"

@@ -95,6 +95,7 @@ class ReadImages(beam.DoFn):
     def start_bundle(self):
         for _ in self._conversions.results():  # what a failed attempt left converting: not this attempt's
             pass
+        self._bundle_started, self._done_before = time.monotonic(), self._done
 
     def teardown(self):
         self._conversions.shutdown()
@@ -113,6 +114,9 @@ class ReadImages(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
             else:
                 yield GlobalWindows.windowed_value(output)
+        elapsed, converted = time.monotonic() - self._bundle_started, self._done - self._done_before
+        if elapsed >= self.PROGRESS_SECONDS:  # a long bundle's end (the benchmark times its reads by it)
+            _LOG.info("converted %d sources in this bundle in %.1f s (%.0f/s)", converted, elapsed, converted / elapsed)
 
     def _emit(self, converted):
         """Counts outcomes (on the bundle thread, where Beam counters count) and yields them."""

@@ -4,6 +4,10 @@ Beam's Reshuffle redistributes elements but does not reorder them on the DirectR
 class-sorted listing comes out class-sorted). Here every element gets a random bucket; each bucket's
 elements are shuffled in memory, so the output order is random whatever order the runner emits
 groups in. Apply it to small elements (paths, rows), before anything heavy is read.
+
+Elements travel to their buckets in lists (up to LIST_SIZE per bucket and bundle), so the shuffle
+moves a fraction of the elements: a runner's work per element there (the lean local runner's
+window bookkeeping of a GroupByKey, a shuffle service's per-record costs) is paid per list.
 """
 
 from __future__ import annotations
@@ -11,6 +15,34 @@ from __future__ import annotations
 import random
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
+
+LIST_SIZE = 64  # elements per list sent to a bucket; a bundle holds up to num_buckets of them
+
+
+class _ToRandomBuckets(beam.DoFn):
+    """Element -> (random bucket, list of elements), each list sent when full or at the bundle's end."""
+
+    def __init__(self, num_buckets: int):
+        self._num_buckets = num_buckets
+
+    def setup(self):
+        self._random = random.Random()  # seeded from os.urandom: a fresh order every run
+
+    def start_bundle(self):
+        self._lists: dict[int, list] = {}
+
+    def process(self, element):
+        bucket = self._random.randrange(self._num_buckets)
+        elements = self._lists.setdefault(bucket, [])
+        elements.append(element)
+        if len(elements) == LIST_SIZE:
+            del self._lists[bucket]
+            yield bucket, elements
+
+    def finish_bundle(self):
+        for bucket, elements in self._lists.items():
+            yield GlobalWindows.windowed_value((bucket, elements))
 
 
 class _ShuffleBucket(beam.DoFn):
@@ -21,8 +53,8 @@ class _ShuffleBucket(beam.DoFn):
         self._random = random.Random()  # seeded from os.urandom: a fresh order every run
 
     def process(self, keyed_group):
-        _, values = keyed_group
-        values = list(values)
+        _, lists = keyed_group
+        values = [element for elements in lists for element in elements]
         self._random.shuffle(values)
         if self._batch_size is None:
             yield from values
@@ -43,7 +75,7 @@ def PermuteOrder(pcoll, num_buckets: int, batch_size: int | None = None):
         raise ValueError("batch_size must be >= 1")
     return (
         pcoll
-        | "KeyByRandomBucket" >> beam.Map(lambda x: (random.randrange(num_buckets), x))
+        | "ToRandomBuckets" >> beam.ParDo(_ToRandomBuckets(num_buckets))
         | "GroupBuckets" >> beam.GroupByKey()
         | "ShuffleWithinBuckets" >> beam.ParDo(_ShuffleBucket(batch_size))
     )

@@ -228,7 +228,7 @@ def test_the_lean_runner_converts_in_as_many_processes_as_set():
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3, 4])
-def test_auto_is_one_converting_process_per_usable_core_from_two_cores(cores):
+def test_auto_is_one_converting_process_per_usable_core_from_three_cores(cores):
     """Under taskset-like affinity, as a CI container or `taskset -c` gives it."""
     available = len(os.sched_getaffinity(0))
     if cores > available:
@@ -239,7 +239,7 @@ def test_auto_is_one_converting_process_per_usable_core_from_two_cores(cores):
         "print(image_processes(pipeline_options([]), 'auto'))"
     )
     out = subprocess.run([sys.executable, "-c", script, str(cores)], capture_output=True, text=True, check=True)
-    assert int(out.stdout.split()[-1]) == (cores if cores >= 2 else 0)
+    assert int(out.stdout.split()[-1]) == (cores if cores >= 3 else 0)
 
 
 def test_only_the_lean_runner_writes_image_records_while_reading():

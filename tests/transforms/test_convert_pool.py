@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import os
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -171,3 +173,14 @@ def test_shutdown_ends_every_process(tmp_path):
 def test_processes_must_be_positive():
     with pytest.raises(ValueError, match="processes"):
         ConvertPool(0, _settings())
+
+
+def test_a_converting_process_imports_no_beam():
+    """It runs image_convert and what that imports: Beam would cost each process about a second
+    and 150 MB (remote sources load it when one is read)."""
+    script = (
+        "import sys, transforms.convert_pool, transforms.image_convert;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('apache_beam', 'tensorflow')))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -2,7 +2,7 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.permute import PermuteOrder
+from transforms.permute import LIST_SIZE, PermuteOrder, _ToRandomBuckets
 
 
 def _order_checker(original):
@@ -40,3 +40,15 @@ def test_batches_hold_every_element_once_in_permuted_order():
             _order_checker(original)([x for batch in actual for x in batch])
 
         assert_that(batches, check)
+
+
+def test_elements_travel_to_their_buckets_in_lists_of_up_to_list_size():
+    """What the shuffle moves: lists, each element in exactly one."""
+    to_buckets = _ToRandomBuckets(num_buckets=4)
+    to_buckets.setup()
+    to_buckets.start_bundle()
+    sent = [kv for element in range(1000) for kv in to_buckets.process(element)]
+    sent += [windowed.value for windowed in to_buckets.finish_bundle()]
+    assert all(1 <= len(elements) <= LIST_SIZE and 0 <= bucket < 4 for bucket, elements in sent)
+    assert sorted(element for _, elements in sent for element in elements) == list(range(1000))
+    assert len(sent) <= 1000 // LIST_SIZE + 4  # full lists, and at most one short one per bucket
