@@ -1,7 +1,5 @@
 """`python -m pipeline ...`"""
 
-import sys
+from pipeline.cli import exit_with_main
 
-from pipeline.cli import main
-
-sys.exit(main())
+exit_with_main()
