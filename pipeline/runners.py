@@ -60,7 +60,6 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from pipeline.contract.manifest import IMAGE_KINDS
 from pipeline.storage import is_remote
 from transforms.convert_pool import usable_cores
-from transforms.gzip_choice import SAMPLE_BYTES
 
 _LOG = logging.getLogger("pipeline")
 
@@ -219,7 +218,7 @@ def image_processes(options: PipelineOptions, setting: int | str) -> int:
 
 
 # A plan with more shards keeps WriteToTFRecord on the lean runner too: writing while reading keeps
-# a file open per shard (GZIP ones hold up to 1 MiB each until they choose their deflate).
+# a file open per shard, in each converting process too (gs:// ones hold up to 16 MiB each).
 MAX_OPEN_SHARDS = 512
 
 
@@ -232,8 +231,8 @@ def lean_writes_while_reading(kind: str, shards: dict[str, int], setting: bool) 
 
 # What each open shard holds while a lean run writes as it reads: Beam buffers a gs:// file in chunks
 # of 16 MiB (apache_beam/io/gcp/gcsio.py, BeamBlobWriter) before uploading each (README, How it
-# works); a local GZIP file its first MiB (transforms.gzip_choice.SAMPLE_BYTES) until it chooses.
-OPEN_SHARD_BYTES = {"gs": 16 * 2**20, "local": SAMPLE_BYTES}
+# works); a local part gets each record whole as it is made (transforms.part_appender): nothing.
+OPEN_SHARD_BYTES = {"gs": 16 * 2**20, "local": 0}
 
 
 def lean_held_bytes(kind: str, shards: dict[str, int], setting: bool, output: str, input_bytes: int) -> int:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import collections
 import os
+import selectors
 import subprocess
 import sys
 from collections.abc import Iterator
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 
 import transforms
 from transforms.image_convert import ImageConverter, ImageSettings
@@ -114,7 +115,13 @@ class ConvertPool:
         if processes < 1:
             raise ValueError("processes must be >= 1")
         self._settings = settings
-        self._workers = [_Worker(settings) for _ in range(processes)]
+        self._answers = selectors.DefaultSelector()  # the processes' results, waited on together
+        self._workers = [self._start() for _ in range(processes)]
+
+    def _start(self) -> _Worker:
+        worker = _Worker(self._settings)
+        self._answers.register(worker.results, selectors.EVENT_READ, worker)
+        return worker
 
     @property
     def pending(self) -> int:
@@ -135,36 +142,34 @@ class ConvertPool:
         """(outcome, bytes read) of converted items, as they come, until at most `at_most_pending`
         items are still converting. Raises what a conversion raised."""
         while self.pending > at_most_pending:
-            for connection in wait([worker.results for worker in self._workers if worker.pending]):
-                worker = next(w for w in self._workers if w.results is connection)
-                yield from self._receive(worker)
+            for answered, _ in self._answers.select():
+                yield from self._receive(answered.data)
 
     def _receive(self, worker: _Worker) -> Iterator[tuple]:
-        """What `worker` has answered so far (at least one message), or, if it died, the dead letter
-        of the source it was converting, its other items going to a fresh process."""
-        while True:
-            try:
-                result = worker.results.recv()
-            except (EOFError, OSError):
-                yield from self._replace(worker)
-                return
-            if result == _READY:
-                worker.ready = True
-            else:
-                worker.pending.popleft()
-                if isinstance(result, Exception):
-                    raise result
-                yield result
-            if not worker.results.poll():
-                return
+        """What `worker` answered next, or, if it died, the dead letter of the source it was
+        converting, its other items going to a fresh process."""
+        try:
+            result = worker.results.recv()
+        except (EOFError, OSError):
+            yield from self._replace(worker)
+            return
+        if result == _READY:
+            worker.ready = True
+            return
+        worker.pending.popleft()
+        if isinstance(result, Exception):
+            raise result
+        yield result
 
     def _replace(self, dead: _Worker) -> Iterator[tuple]:
+        self._answers.unregister(dead.results)
         dead.stop()
         if not dead.ready:
+            self._workers.remove(dead)
             raise ProcessFailed(
                 f"a converting process exited with {dead.process.returncode} before it started (its errors are above)"
             )
-        fresh = _Worker(self._settings)
+        fresh = self._start()
         self._workers[self._workers.index(dead)] = fresh
         if dead.pending:
             culprit, _ = dead.pending.popleft()
@@ -180,7 +185,9 @@ class ConvertPool:
     def shutdown(self) -> None:
         workers, self._workers = self._workers, []
         for worker in workers:
+            self._answers.unregister(worker.results)
             worker.stop()
+        self._answers.close()
 
 
 if __name__ == "__main__":  # a converting process: results on a copy of stdout, stdout itself to stderr
