@@ -154,7 +154,7 @@ def print_table(results: dict, corpus: dict, runs: int) -> None:
     ]
     if work:
         print(f"after start-up (img/s work) vs serial_tf: {', '.join(work)}")
-    print_startup(results)
+    print_phases(results)
     print_floor_ratios(results)
     print_runner_share(results)
     for variant, summary in results.items():
@@ -162,23 +162,23 @@ def print_table(results: dict, corpus: dict, runs: int) -> None:
             print(f"\n[{variant}] {problem}")
 
 
-def print_startup(results: dict) -> None:
+def _medians_line(results: dict, figure: str, what: str) -> None:
+    """`what: variant N s, ...` for the variants whose runs have `figure`."""
+    found = [
+        f"{variant} {summary['median'][figure]:.2f} s"
+        for variant, summary in results.items()
+        if summary.get("median", {}).get(figure) is not None
+    ]
+    if found:
+        print(f"{what}: {', '.join(found)}")
+
+
+def print_phases(results: dict) -> None:
     """Each variant's start-up: the pipeline's until its first image is read (imports, planning,
-    building and translating the job, listing the sources), the scripts' until their timed work."""
-    startups = [
-        f"{variant} {summary['median']['startup_s']:.2f} s"
-        for variant, summary in results.items()
-        if summary.get("median", {}).get("startup_s") is not None
-    ]
-    if startups:
-        print(f"start-up (pipeline: until its first image is read; scripts: until their work): {', '.join(startups)}")
-    readings = [
-        f"{variant} {summary['median']['reading_s']:.2f} s"
-        for variant, summary in results.items()
-        if summary.get("median", {}).get("reading_s") is not None
-    ]
-    if readings:
-        print(f"reading (pipeline: from its first image read to its last record made): {', '.join(readings)}")
+    building and translating the job, listing the sources), the scripts' until their timed work;
+    and the pipeline's reading, from its first image read to its last record made."""
+    _medians_line(results, "startup_s", "start-up (pipeline: until its first image is read; scripts: until their work)")
+    _medians_line(results, "reading_s", "reading (pipeline: from its first image read to its last record made)")
 
 
 def print_floor_ratios(results: dict) -> None:

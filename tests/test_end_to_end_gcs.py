@@ -6,6 +6,7 @@ from __future__ import annotations
 import pathlib
 import shutil
 
+import pytest
 import tensorflow as tf
 
 from pipeline.cli import main
@@ -37,11 +38,17 @@ def small_sample(tmp_path: pathlib.Path, per_class: int = 8) -> pathlib.Path:
     return root
 
 
-def test_class_folders_on_gcs(gcs_emulator, gcs_bucket, tmp_path):
+@pytest.mark.parametrize("processes", [0, 2])
+def test_class_folders_on_gcs(gcs_emulator, gcs_bucket, tmp_path, processes):
+    """Converted on the threads (as below 3 cores) and in converting processes, which read gs://
+    sources through Beam themselves and hand the records back for the bundle to write to gs://."""
     local = small_sample(tmp_path)
     gcs_emulator.upload_dir(local, f"gs://{gcs_bucket}/raw")
     out = f"gs://{gcs_bucket}/tfrecords/photos"
-    assert main(["--input", f"gs://{gcs_bucket}/raw", "--output", out, "--max_error_fraction", "0.5"]) == 0
+    config = tmp_path / "config.yaml"
+    config.write_text(f"image: {{local_processes: {processes}}}\n")
+    args = ["--input", f"gs://{gcs_bucket}/raw", "--output", out, "--max_error_fraction", "0.5"]
+    assert main([*args, "--config", str(config)]) == 0
 
     dataset = download_dataset(gcs_emulator, out, tmp_path / "dl")
     manifest = load_manifest(dataset)
@@ -52,7 +59,8 @@ def test_class_folders_on_gcs(gcs_emulator, gcs_bucket, tmp_path):
         1,
     )
     [letter] = read_dead_letters(dataset)
-    assert letter["source"] == f"gs://{gcs_bucket}/raw/circle/truncated.jpg" and letter["stage"] == "decode"
+    assert letter["source"] == f"gs://{gcs_bucket}/raw/circle/truncated.jpg"
+    assert letter["stage"] == "decode"
     seen = 0
     for split in manifest.splits:
         for record in read_split(dataset, split):
