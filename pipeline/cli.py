@@ -23,6 +23,7 @@ SUBCOMMANDS = ("convert", "refresh", "inspect")
 
 
 DEBUG_FLAG = "--debug"
+EXIT_INTERRUPTED = 130  # a shell's code for a command stopped by Ctrl-C (128 + SIGINT)
 _LOG = logging.getLogger("pipeline")
 
 
@@ -56,6 +57,11 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
     _set_up_logging(debug)
     try:
         return command_main([arg for arg in argv if arg != DEBUG_FLAG])
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        _LOG.error("interrupted (a run cleans up what it wrote before it stops)")
+        return EXIT_INTERRUPTED
     except Exception as e:
         if debug:
             raise

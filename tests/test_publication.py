@@ -159,6 +159,27 @@ def test_a_broken_or_missing_shard_is_a_verdict(old_dataset, tmp_path):
     assert missing.error == "missing"
 
 
+def test_an_interrupted_run_leaves_nothing_behind_and_says_so_in_one_line(tmp_path):
+    """Ctrl-C reaches the whole process group, the converting processes included: the run removes
+    what it wrote, exits 130 with one line, and no converting process prints anything."""
+    source, out = photos(tmp_path / "src", 40), tmp_path / "out"
+    config = tmp_path / "config.yaml"
+    config.write_text("image: {local_processes: 2, read_batch: 1}\n")
+    argv = [sys.executable, "-m", "pipeline", *convert_argv(source, out, "--config", config)]
+    run = subprocess.Popen(argv, cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    log = []
+    for line in run.stderr:  # interrupt once it reads images
+        log.append(line)
+        if "reading images in 2 converting processes" in line:
+            os.killpg(run.pid, signal.SIGINT)
+            break
+    log += run.stderr.readlines()
+    assert run.wait(timeout=120) == 130, "".join(log)
+    errors = [line for line in log if " ERROR " in line or "Traceback" in line or "KeyboardInterrupt" in line]
+    assert len(errors) == 1 and "interrupted" in errors[0], "".join(log)
+    assert not out.exists() or list(out.iterdir()) == []
+
+
 def test_a_failed_run_leaves_nothing_behind(tmp_path, monkeypatch):
     def fail(self, path):
         raise OSError(f"disk gone while reading {path}")

@@ -53,23 +53,24 @@ class ProcessFailed(RuntimeError):
 def _serve(requests: Connection, results: Connection) -> None:
     """A converting process: its ImageSettings first, then lists of items, each answered with its
     (outcome, bytes read), in order, or with the exception conversion raised (a configuration
-    error, a full disk: raised again by the caller); _RELEASE closes its parts."""
-    converter = ImageConverter(requests.recv())
-    results.send(_READY)
-    while True:
-        try:
+    error, a full disk: raised again by the caller); _RELEASE closes its parts. It ends when
+    either pipe closes (the runner is done, or gone)."""
+    try:
+        converter = ImageConverter(requests.recv())
+        results.send(_READY)
+        while True:
             message = requests.recv()
-        except EOFError:
-            return
-        if message == _RELEASE:
-            converter.release()
-            continue
-        for source, part in message:
-            try:
-                result = converter.convert(source, part)
-            except Exception as e:
-                result = e
-            results.send(result)
+            if message == _RELEASE:
+                converter.release()
+                continue
+            for source, part in message:
+                try:
+                    result = converter.convert(source, part)
+                except Exception as e:
+                    result = e
+                results.send(result)
+    except (EOFError, BrokenPipeError):
+        return
 
 
 class _Worker:
@@ -78,10 +79,12 @@ class _Worker:
     def __init__(self, settings: ImageSettings):
         # A fresh interpreter (`python -m transforms.convert_pool`), talking over its stdin and
         # stdout: it inherits none of the runner's threads, locks or clients, as a fork would,
-        # and imports none of the job's modules, as multiprocessing's spawn would (__main__).
+        # and imports none of the job's modules, as multiprocessing's spawn would (__main__). In
+        # a process group of its own, so that Ctrl-C reaches only the runner, which decides what
+        # an interrupt means: the process ends when its requests close, however the runner ends.
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_IMPORT_ROOT, os.environ.get("PYTHONPATH")]))}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+            [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, process_group=0
         )
         self.requests = Connection(os.dup(self.process.stdin.fileno()), readable=False)
         self.results = Connection(os.dup(self.process.stdout.fileno()), writable=False)
