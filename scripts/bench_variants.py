@@ -157,7 +157,7 @@ def floor_chunk(task: tuple[int, list], settings, dest: str) -> dict:
     path = os.path.join(dest, f"floor-{index:05d}{record_files(settings.compression).suffix}")
     with open(path, "wb") as f:
         f.write(HEADER)
-    converter, ledger = ImageConverter(settings), PieceLedger(len(HEADER))
+    converter, ledger = ImageConverter(settings), PieceLedger(path, len(HEADER))
     tally = {"records": 0, "errors": 0}
     for source in chunk:
         outcome, _ = converter.convert(source, path)

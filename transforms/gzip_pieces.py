@@ -78,10 +78,12 @@ class IncompletePart(Exception):
 
 
 class PieceLedger:
-    """The pieces of one file, folded in file order from `start` (the header's end) however they
-    are reported: the CRC-32 and length of everything they decompress to, and how many there are."""
+    """The pieces of the file at `path`, folded in file order from `start` (the header's end)
+    however they are reported: the CRC-32 and length of everything they decompress to, and how
+    many there are."""
 
-    def __init__(self, start: int):
+    def __init__(self, path: str, start: int):
+        self.path = path
         self.end = start
         self.crc = 0
         self.size = 0
@@ -89,6 +91,11 @@ class PieceLedger:
         self._waiting: dict[int, Piece] = {}
 
     def add(self, piece: Piece) -> None:
+        if piece.offset < self.end or piece.offset in self._waiting:
+            raise IncompletePart(
+                f"{self.path}: two pieces reported at byte {piece.offset}: appends from several processes "
+                "did not land whole one after another (a network file system?)"
+            )
         self._waiting[piece.offset] = piece
         while self.end in self._waiting:
             folded = self._waiting.pop(self.end)
@@ -97,10 +104,10 @@ class PieceLedger:
             self.end += folded.length
             self.pieces += 1
 
-    def check_complete(self, path: str, file_size: int) -> None:
+    def check_complete(self, file_size: int) -> None:
         """IncompletePart unless the folded pieces cover the file exactly."""
         if self._waiting or self.end != file_size:
             raise IncompletePart(
-                f"{path} holds {file_size} bytes, but the pieces reported cover only the first {self.end} "
+                f"{self.path} holds {file_size} bytes, but the pieces reported cover only the first {self.end} "
                 f"({len(self._waiting)} more after a gap): a converting process died while writing to it"
             )

@@ -16,6 +16,7 @@ from transforms.convert_pool import ConvertPool, Item
 from transforms.counting import counter
 from transforms.image_convert import ImageConverter, ImageSettings
 from transforms.outcomes import DEAD_LETTERS, OutcomeSummary, Record, Source, Written
+from transforms.part_appender import processes_may_append
 from transforms.shard_parts import SHARD_PARTS, BundleShards, ShardLayout, SharedParts
 
 _LOG = logging.getLogger(__name__)
@@ -147,21 +148,26 @@ class ReadImagesIntoShards(ReadImages):
     """ReadImages that puts each record into its shard (transforms.shard_parts) instead of
     outputting it: for the lean local runner, which holds a step's whole output until its bundle
     ends. Into local parts each record is appended by whichever thread or process made it
-    (SharedParts); into gs:// parts the bundle thread writes it (BundleShards). Per bundle it
-    outputs one OutcomeSummary of its records, and the ShardParts it wrote on SHARD_PARTS; dead
-    letters as ReadImages."""
+    (SharedParts); into gs:// parts, or where processes may not share a file
+    (part_appender.processes_may_append), the bundle thread writes it (BundleShards). Per bundle
+    it outputs one OutcomeSummary of its records, and the ShardParts it wrote on SHARD_PARTS;
+    dead letters as ReadImages."""
 
     def __init__(self, layout: ShardLayout, settings: ImageSettings, *args, **kwargs):
         super().__init__(dataclasses.replace(settings, compression=layout.compression), *args, **kwargs)
         self._layout = layout
 
+    def setup(self):
+        super().setup()
+        self._shared = self._layout.local and (not self._processes or processes_may_append(self._layout.folder))
+
     def start_bundle(self):
         super().start_bundle()
-        self._parts = SharedParts(self._layout) if self._layout.local else BundleShards(self._layout)
+        self._parts = SharedParts(self._layout) if self._shared else BundleShards(self._layout)
         self._summary = OutcomeSummary()
 
     def _items(self, sources: list[Source]) -> list[Item]:
-        if not self._layout.local:
+        if not self._shared:
             return super()._items(sources)
         return [(source, self._parts.assign(source.split)) for source in sources]
 

@@ -12,6 +12,7 @@ No Beam here: the converting processes (transforms.convert_pool) import this mod
 from __future__ import annotations
 
 import os
+import re
 import threading
 
 from isal import isal_zlib
@@ -19,6 +20,33 @@ from isal import isal_zlib
 from pipeline.contract.layout import GZIP
 from pipeline.tfrecord_framing import framed
 from transforms.gzip_pieces import Piece, PieceMaker
+
+# Local file systems, where O_APPEND writes from several processes land whole, one after another.
+# Network ones (NFS, SMB, FUSE mounts) may not: there the converting processes hand records back.
+APPENDING_FILE_SYSTEMS = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "jfs", "reiserfs", "bcachefs", "tmpfs", "overlay"}
+)
+_MOUNT_ESCAPE = re.compile(r"\\([0-7]{3})")  # /proc/mounts writes a space in a mount point as \040
+
+
+def processes_may_append(path: str, mounts: str | None = None) -> bool:
+    """Whether processes may share part files below `path`: True where the mount holding it (the
+    longest mount point of `mounts`, /proc/self/mounts by default) has a type of
+    APPENDING_FILE_SYSTEMS; False elsewhere, and where that cannot be told (not Linux)."""
+    if mounts is None:
+        try:
+            with open("/proc/self/mounts", encoding="utf-8", errors="surrogateescape") as f:
+                mounts = f.read()
+        except OSError:
+            return False
+    target, found, kind = os.path.realpath(path), "", None
+    for fields in (line.split() for line in mounts.splitlines()):
+        if len(fields) < 3:
+            continue
+        point = _MOUNT_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[1])
+        if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) >= len(found):
+            found, kind = point, fields[2]  # of one mount point listed twice, the later is seen
+    return kind in APPENDING_FILE_SYSTEMS
 
 
 class ShortWrite(OSError):

@@ -155,7 +155,7 @@ class SharedParts:
             os.makedirs(self._layout.parts_folder, exist_ok=True)
             with open(path, "xb") as f:
                 f.write(self._header)
-            self._ledgers[path] = (split, index, PieceLedger(len(self._header)))
+            self._ledgers[path] = (split, index, PieceLedger(path, len(self._header)))
         return path
 
     def add(self, written: Written) -> None:
@@ -164,7 +164,7 @@ class SharedParts:
     def close(self) -> list[ShardPart]:
         parts = []
         for path, (split, index, ledger) in sorted(self._ledgers.items()):
-            ledger.check_complete(path, os.path.getsize(path))
+            ledger.check_complete(os.path.getsize(path))
             if self._header:
                 with open(path, "ab") as f:
                     f.write(closing(ledger.crc, ledger.size))

@@ -42,11 +42,11 @@ def _member(pieces: list[tuple[bytes, bytes]], order: list[int]) -> tuple[bytes,
         data, piece = pieces[i]
         reported.append(Piece(len(body), len(piece), isal_zlib.crc32(data), len(data)))
         body += piece
-    ledger = PieceLedger(len(HEADER))
+    ledger = PieceLedger("member", len(HEADER))
     random.Random(3).shuffle(reported)
     for piece in reported:
         ledger.add(piece)
-    ledger.check_complete("member", len(body))
+    ledger.check_complete(len(body))
     return bytes(body) + closing(ledger.crc, ledger.size), ledger
 
 
@@ -92,13 +92,23 @@ def test_a_maker_deflates_or_stores_as_its_first_record_says():
 
 
 def test_bytes_nobody_reported_make_the_part_incomplete():
-    ledger = PieceLedger(len(HEADER))
+    ledger = PieceLedger("part", len(HEADER))
     ledger.add(Piece(len(HEADER), 100, 0, 100))
     ledger.add(Piece(len(HEADER) + 150, 50, 0, 50))  # after a 50-byte gap
     with pytest.raises(IncompletePart, match=r"first 110 \(1 more after a gap\)"):
-        ledger.check_complete("part", len(HEADER) + 200)
-    whole = PieceLedger(len(HEADER))
+        ledger.check_complete(len(HEADER) + 200)
+    whole = PieceLedger("part", len(HEADER))
     whole.add(Piece(len(HEADER), 100, 0, 100))
     with pytest.raises(IncompletePart, match="holds 120 bytes"):
-        whole.check_complete("part", len(HEADER) + 110)  # bytes past the last piece
-    whole.check_complete("part", len(HEADER) + 100)
+        whole.check_complete(len(HEADER) + 110)  # bytes past the last piece
+    whole.check_complete(len(HEADER) + 100)
+
+
+@pytest.mark.parametrize("offset", [len(HEADER), len(HEADER) + 40, len(HEADER) + 200])
+def test_pieces_reported_over_one_another_are_refused(offset):
+    """As appends that do not land whole one after another leave them: one piece written over another."""
+    ledger = PieceLedger("part", len(HEADER))
+    ledger.add(Piece(len(HEADER), 100, 0, 100))
+    ledger.add(Piece(len(HEADER) + 200, 50, 0, 50))
+    with pytest.raises(IncompletePart, match=f"two pieces reported at byte {offset}"):
+        ledger.add(Piece(offset, 30, 0, 30))

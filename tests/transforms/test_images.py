@@ -9,10 +9,14 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+from pipeline.contract.layout import GZIP
+from pipeline.tfrecord_reader import read_records
 from tests import broken_images
+from transforms import images
 from transforms.image_convert import ImageSettings
-from transforms.images import ReadImages
+from transforms.images import ReadImages, ReadImagesIntoShards
 from transforms.outcomes import DEAD_LETTERS, METRICS_NAMESPACE, Source
+from transforms.shard_parts import SHARD_PARTS, FinalizeShards, ShardLayout
 
 LABELS = ("cat", "dog")
 
@@ -96,3 +100,25 @@ def test_threads_must_be_positive():
 def test_processes_must_not_be_negative():
     with pytest.raises(ValueError, match="processes"):
         ReadImages(SETTINGS, threads=1, processes=-1)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_records_go_into_their_shards_whether_processes_may_share_parts_or_not(sources, tmp_path, monkeypatch, shared):
+    """Converting processes append to shared local parts, or, on a file system where appends from
+    several processes may not land whole (NFS), hand their records back for the bundle to write."""
+    monkeypatch.setattr(images, "processes_may_append", lambda path: shared)
+    listed, good, bad = sources
+    layout = ShardLayout(str(tmp_path / "out"), {"train": 2}, GZIP)
+    with TestPipeline() as p:
+        read = (
+            p
+            | beam.Create([listed])
+            | beam.ParDo(ReadImagesIntoShards(layout, SETTINGS, 1, processes=2)).with_outputs(
+                DEAD_LETTERS, SHARD_PARTS, main="summaries"
+            )
+        )
+        _ = read[SHARD_PARTS] | FinalizeShards(layout)
+        assert_that(read[DEAD_LETTERS] | beam.Map(lambda d: d.source), equal_to(list(bad)), label="dead letters")
+    records = [r for i in range(2) for r in read_records(layout.shard_path("train", i), GZIP)]
+    filenames = {tf.train.Example.FromString(r).features.feature["image/filename"].bytes_list.value[0] for r in records}
+    assert filenames == {uri.encode() for uri in good}

@@ -13,7 +13,7 @@ from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, UNCOMPRESSED
 from pipeline.tfrecord_reader import read_records
 from transforms.gzip_pieces import IncompletePart
 from transforms.outcomes import Written
-from transforms.part_appender import PartAppender
+from transforms.part_appender import PartAppender, processes_may_append
 from transforms.shard_parts import BundleShards, FinalizeShards, ShardLayout, SharedParts
 
 
@@ -112,3 +112,31 @@ def test_a_part_holding_bytes_nobody_reported_is_refused(tmp_path, compression):
         part.write(b"half a record")
     with pytest.raises(IncompletePart, match="a converting process died while writing to it"):
         appending.close()
+
+
+MOUNTS = """\
+/dev/vda / ext4 rw,relatime 0 0
+server:/export /data nfs4 rw,relatime 0 0
+/dev/vdb /data/scratch xfs rw 0 0
+tmpfs /mnt/with\\040space tmpfs rw 0 0
+fuse /mnt/bucket fuse.gcsfuse rw 0 0
+"""
+
+
+@pytest.mark.parametrize(
+    "path, shared",
+    [
+        ("/home/me/out", True),  # ext4
+        ("/data/out", False),  # NFS: appends from several clients' processes may not land whole
+        ("/data/scratch/out", True),  # the longest mount point holds it
+        ("/data/scratchpad/out", False),  # a name that only starts like a mount point
+        ("/mnt/with space/out", True),
+        ("/mnt/bucket/out", False),  # a FUSE mount
+    ],
+)
+def test_processes_share_parts_only_on_local_file_systems(path, shared):
+    assert processes_may_append(path, MOUNTS) == shared
+
+
+def test_this_machines_temporary_folder_is_one_processes_may_share(tmp_path):
+    assert processes_may_append(str(tmp_path))
