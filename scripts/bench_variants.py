@@ -145,31 +145,44 @@ def _floor_settings(items, compression: str):
 
 def floor_chunk(task: tuple[int, list], settings, dest: str) -> dict:
     """A pool task: one chunk's Sources converted as the pipeline converts them
-    (transforms.image_convert: read, check, Example, TFRecord framing, GZIP pieces) into a GZIP file
+    (transforms.image_convert: read, check, Example, TFRecord framing, GZIP pieces) into GZIP files
     of its own in `dest` (a conversion's output has to land in files: the page cache's cost is part
-    of the necessary work); its tally of records, errors and GZIP bytes."""
+    of the necessary work): the pieces in one, records worth deflating (which the pipeline's
+    bundle writes as one stream per shard) as one stream in another; its tally of records, errors
+    and GZIP bytes."""
     from pipeline.contract.layout import record_files
+    from pipeline.tfrecord_framing import framed
+    from transforms.gzip_choice import CODEC
     from transforms.gzip_pieces import HEADER, Piece, PieceLedger, closing
     from transforms.image_convert import ImageConverter
-    from transforms.outcomes import Written
+    from transforms.outcomes import Record, Written
 
     index, chunk = task
     path = os.path.join(dest, f"floor-{index:05d}{record_files(settings.compression).suffix}")
     with open(path, "wb") as f:
         f.write(HEADER)
     converter, ledger = ImageConverter(settings), PieceLedger(path, len(HEADER))
+    deflated, stream = [], CODEC.compressobj(CODEC.Z_DEFAULT_COMPRESSION, CODEC.DEFLATED, CODEC.MAX_WBITS | 16)
     tally = {"records": 0, "errors": 0}
     for source in chunk:
         outcome, _ = converter.convert(source, path)
         if isinstance(outcome, Written):
-            tally["records"] += 1
             ledger.add(Piece(*outcome.piece))
+        elif isinstance(outcome, Record):
+            deflated += [stream.compress(piece) for piece in framed(outcome.data)]
         else:
             tally["errors"] += 1
+            continue
+        tally["records"] += 1
     converter.release()
     with open(path, "ab") as f:
         f.write(closing(ledger.crc, ledger.size))
-    return {**tally, "compressed_bytes": os.path.getsize(path)}
+    paths = [path]
+    if deflated:
+        paths.append(path.replace("floor-", "floor-deflated-"))
+        with open(paths[-1], "wb") as f:
+            f.writelines([*deflated, stream.flush()])
+    return {**tally, "compressed_bytes": sum(os.path.getsize(p) for p in paths)}
 
 
 def worker_floor(items, corpus: str, dest: str) -> dict:

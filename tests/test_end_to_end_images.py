@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import pathlib
 import shutil
+import zlib
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from pipeline.lease import Lease
 from pipeline.planning import make_plan
 from tests import broken_images
 from tests.dataset_reader import load_manifest, load_rejected, read_dead_letters, read_split
+from transforms.gzip_pieces import HEADER
 from transforms.splits import assign_split
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample"
@@ -130,6 +132,38 @@ def test_records_match_their_sources(messy_folder, converted):
             else:
                 assert record["image/encoded"] == source
                 assert record["image/format"].decode() == Image.open(path).format.lower()
+
+
+@pytest.mark.parametrize("processes", [0, 2])
+def test_photos_are_appended_where_they_are_made_and_read_back_exactly(tmp_path, processes):
+    """Photos (here JPEGs of noise, which deflate would not shrink) are appended to the shards'
+    parts by the thread or process that makes them (transforms.part_appender), not handed back:
+    every record reads back in TensorFlow as its source's bytes, and each shard is one GZIP member."""
+    rng = np.random.default_rng(1)
+    for label in ("cat", "dog"):
+        (tmp_path / "src" / label).mkdir(parents=True)
+        for i in range(12):
+            pixels = rng.integers(0, 256, (90 + i, 120, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(tmp_path / "src" / label / f"{i:02d}.jpg", quality=90)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"image: {{local_processes: {processes}}}\n")
+    out = tmp_path / "out"
+    assert (
+        main(["--input", str(tmp_path / "src"), "--output", str(out), "--num_shards", "3", "--config", str(config)])
+        == 0
+    )
+
+    records = [r for split in all_records(out).values() for r in split]
+    assert sorted(r["image/filename"].decode() for r in records) == sorted(
+        str(p) for p in (tmp_path / "src").rglob("*.jpg")
+    )
+    for record in records:
+        assert record["image/encoded"] == pathlib.Path(record["image/filename"].decode()).read_bytes()
+    for shard in out.glob("*.tfrecord.gz"):
+        member = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        member.decompress(shard.read_bytes())
+        assert member.eof and not member.unused_data, f"{shard.name} is one GZIP member"
+        assert shard.read_bytes()[: len(HEADER)] == HEADER, "made of appended pieces, not written by the bundle"
 
 
 def test_shards_are_not_in_listing_order(tmp_path):

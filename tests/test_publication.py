@@ -17,7 +17,9 @@ import sys
 import time
 
 import apache_beam as beam
+import numpy
 import pytest
+from PIL import Image
 
 import pipeline.build
 from pipeline.cli import main
@@ -38,6 +40,16 @@ def photos(root: pathlib.Path, per_class: int) -> pathlib.Path:
         (root / label_dir.name).mkdir(parents=True)
         for path in sorted(label_dir.iterdir())[:per_class]:
             shutil.copy(path, root / label_dir.name / path.name)
+    return root
+
+
+def noise_photos(root: pathlib.Path, per_class: int) -> pathlib.Path:
+    """JPEGs of noise in two class folders."""
+    rng = numpy.random.default_rng(0)
+    for label in ("a", "b"):
+        (root / label).mkdir(parents=True)
+        for i in range(per_class):
+            Image.fromarray(rng.integers(0, 256, (120, 160, 3), dtype=numpy.uint8)).save(root / label / f"{i}.jpg")
     return root
 
 
@@ -128,8 +140,10 @@ def test_a_record_missing_from_its_part_fails_the_run(dataset, monkeypatch, tmp_
     """Where the thread or process that makes a record appends it to its shard part, the bundle's
     process accounts for every byte of every part: a record in a part that no report accounts for
     (its report lost, as when a process dies between appending and reporting) fails the run before
-    any read-back, and the previous dataset stays."""
-    out, source, before = dataset
+    any read-back, and the previous dataset stays. The new input is noise, which deflate would not
+    shrink: its records are appended where they are made (records worth deflating are not)."""
+    out, _, before = dataset
+    source = noise_photos(tmp_path / "noise", 4)
     original = SharedParts.add
 
     def lose_the_first_report(self, written):  # of each attempt: the runner retries a failed bundle

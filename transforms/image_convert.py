@@ -32,7 +32,7 @@ class ImageSettings:
     """What every conversion of a run shares. `label_offset` is added to every label id (1 for
     ImageNet-style readers, whose labels are 1-based); `encoding` says how images not stored byte
     for byte are encoded (jpeg_only); `compression` is that of the shard parts records are
-    appended to (GZIP or NONE; records given no part are returned whole)."""
+    appended to (GZIP or NONE; records given no part, or worth deflating, are returned whole)."""
 
     label_map: tuple[str, ...]
     keys: dict[str, str]
@@ -55,12 +55,15 @@ class ImageConverter:
         self._appender = PartAppender(settings.compression)
 
     def convert(self, source: Source, part: str | None = None) -> tuple[Record | Written | DeadLetter, int]:
-        """The record (appended to `part` when one is given: a Written) or the dead letter naming
-        the file and why, and the bytes read."""
+        """The record (appended to `part` when one is given and it is not worth deflating:
+        transforms.part_appender; then a Written) or the dead letter naming the file and why, and
+        the bytes read."""
         outcome, bytes_read = self._record(source)
         if part is None or isinstance(outcome, DeadLetter):
             return outcome, bytes_read
         piece = self._appender.append(part, outcome.data)
+        if piece is None:
+            return outcome, bytes_read
         return Written(outcome.split, outcome.label, outcome.converted, len(outcome.data), part, piece), bytes_read
 
     def _record(self, source: Source) -> tuple[Record | DeadLetter, int]:

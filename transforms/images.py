@@ -148,10 +148,11 @@ class ReadImagesIntoShards(ReadImages):
     """ReadImages that puts each record into its shard (transforms.shard_parts) instead of
     outputting it: for the lean local runner, which holds a step's whole output until its bundle
     ends. Into local parts each record is appended by whichever thread or process made it
-    (SharedParts); into gs:// parts, or where processes may not share a file
-    (part_appender.processes_may_append), the bundle thread writes it (BundleShards). Per bundle
-    it outputs one OutcomeSummary of its records, and the ShardParts it wrote on SHARD_PARTS;
-    dead letters as ReadImages."""
+    (SharedParts); the bundle thread writes the others (BundleShards): records into gs:// parts,
+    where processes may not share a file (part_appender.processes_may_append), and records worth
+    deflating, which the converters hand back so that each shard's are deflated as one stream. Per
+    bundle it outputs one OutcomeSummary of its records, and the ShardParts it wrote on
+    SHARD_PARTS; dead letters as ReadImages."""
 
     def __init__(self, layout: ShardLayout, settings: ImageSettings, *args, **kwargs):
         super().__init__(dataclasses.replace(settings, compression=layout.compression), *args, **kwargs)
@@ -163,19 +164,19 @@ class ReadImagesIntoShards(ReadImages):
 
     def start_bundle(self):
         super().start_bundle()
-        self._parts = SharedParts(self._layout) if self._shared else BundleShards(self._layout)
+        self._shared_parts, self._written_parts = SharedParts(self._layout), BundleShards(self._layout)
         self._summary = OutcomeSummary()
 
     def _items(self, sources: list[Source]) -> list[Item]:
         if not self._shared:
             return super()._items(sources)
-        return [(source, self._parts.assign(source.split)) for source in sources]
+        return [(source, self._shared_parts.assign(source.split)) for source in sources]
 
     def _record_outputs(self, record: Record | Written):
         if isinstance(record, Written):
-            self._parts.add(record)
+            self._shared_parts.add(record)
         else:
-            self._parts.write(record.split, record.data)
+            self._written_parts.write(record.split, record.data)
         self._summary.add(record)
         return ()
 
@@ -183,5 +184,5 @@ class ReadImagesIntoShards(ReadImages):
         yield from super().finish_bundle()
         self._conversions.release_parts()
         yield GlobalWindows.windowed_value(self._summary)
-        for part in self._parts.close():
+        for part in [*self._shared_parts.close(), *self._written_parts.close()]:
             yield beam.pvalue.TaggedOutput(SHARD_PARTS, GlobalWindows.windowed_value(part))

@@ -3,8 +3,11 @@
 Whichever thread or process converts an image appends its record to the part it was given (the
 bundle's process hands out parts and closes them: transforms.shard_parts.SharedParts). Each record
 is framed as a TFRecord and, in a GZIP part, made into a self-contained piece of the member
-(transforms.gzip_pieces); one write on a file opened with O_APPEND puts it whole at the end of
-the file, whoever else appends, and the Piece returned says where it landed.
+(stored blocks: transforms.gzip_pieces); one write on a file opened with O_APPEND puts it whole at
+the end of the file, whoever else appends, and the Piece returned says where it landed. Records
+worth deflating are not appended (gzip_pieces says why): an appender decides on its first record,
+as transforms.gzip_choice decides for a stream, and hands such records back for the bundle to
+write as one deflated stream per shard.
 
 No Beam here: the converting processes (transforms.convert_pool) import this module.
 """
@@ -19,7 +22,8 @@ from isal import isal_zlib
 
 from pipeline.contract.layout import GZIP
 from pipeline.tfrecord_framing import framed
-from transforms.gzip_pieces import Piece, PieceMaker
+from transforms.gzip_choice import SAMPLE_BYTES, worth_compressing
+from transforms.gzip_pieces import Piece, stored
 
 # Local file systems, where O_APPEND writes from several processes land whole, one after another.
 # Network ones (NFS, SMB, FUSE mounts) may not: there the converting processes hand records back.
@@ -58,16 +62,22 @@ class PartAppender:
     Thread-safe; keeps each part open until `release`."""
 
     def __init__(self, compression: str):
-        self._pieces = PieceMaker() if compression == GZIP else None
+        self._gzip = compression == GZIP
+        self._deflating: bool | None = None  # GZIP: whether records are worth deflating (first record)
         self._files: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def append(self, part: str, payload: bytes) -> Piece:
+    def append(self, part: str, payload: bytes) -> Piece | None:
+        """Where the record landed in `part`; None when it was not appended (worth deflating)."""
         data = b"".join(framed(payload))
-        if self._pieces is None:
+        if not self._gzip:
             body, crc = data, 0
         else:
-            body, crc = self._pieces.piece(data), isal_zlib.crc32(data)
+            if self._deflating is None:
+                self._deflating = worth_compressing(data[:SAMPLE_BYTES])
+            if self._deflating:
+                return None
+            body, crc = stored(data), isal_zlib.crc32(data)
         with self._lock:  # the write and the offset it leaves, with no other write of this process between
             fd = self._files.get(part)
             if fd is None:

@@ -14,7 +14,8 @@ folder. A failed attempt never reports its parts, so its records reach no shard.
 Local parts are shared (SharedParts): whichever thread or converting process makes a record
 appends it to the part it was given as one self-contained piece of the part's GZIP member
 (transforms.part_appender), and the bundle's process ends each member once every record is in.
-gs:// parts (BundleShards) are written by the bundle's thread through Beam's GZIP codec.
+The bundle's thread writes the rest through Beam's GZIP codec (BundleShards): gs:// parts, and
+records worth deflating, one stream per shard.
 
 Remote runners keep WriteToTFRecord: they pass records between fused steps without holding them.
 """
@@ -162,9 +163,13 @@ class SharedParts:
         self._ledgers[written.part][2].add(Piece(*written.piece))
 
     def close(self) -> list[ShardPart]:
+        """The parts that hold records (one whose records were all handed back is removed)."""
         parts = []
         for path, (split, index, ledger) in sorted(self._ledgers.items()):
             ledger.check_complete(os.path.getsize(path))
+            if not ledger.pieces:
+                os.remove(path)
+                continue
             if self._header:
                 with open(path, "ab") as f:
                     f.write(closing(ledger.crc, ledger.size))

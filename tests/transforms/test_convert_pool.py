@@ -16,7 +16,7 @@ import tensorflow as tf
 from PIL import Image
 
 from pipeline.contract.features import DEFAULT_IMAGE_KEYS
-from pipeline.contract.layout import GZIP, UNCOMPRESSED
+from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, UNCOMPRESSED
 from tests import broken_images as bi
 from tests.transforms.test_image_check import BROKEN, MAX_PIXELS, VARIANTS
 from transforms import convert_pool
@@ -42,6 +42,12 @@ def _sources(folder, files: dict[str, bytes]) -> list[Source]:
         path.write_bytes(data)
         sources.append(Source(str(path), name, LABELS[i % 2], "train"))
     return sources
+
+
+def _flat_bmp(width: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, 40), (200, 80, 10)).save(buffer, "BMP")
+    return buffer.getvalue()
 
 
 def _noise_jpeg(side: int) -> bytes:
@@ -74,41 +80,59 @@ def test_converting_processes_give_what_converting_in_process_gives(every_kind):
     assert sum(isinstance(o, DeadLetter) for o, _ in in_pool) == len(BROKEN)
 
 
-@pytest.mark.parametrize("compression", [GZIP, UNCOMPRESSED])
-def test_records_appended_by_several_processes_read_back_whole(tmp_path, every_kind, compression):
-    layout = ShardLayout(str(tmp_path / "out"), {"train": 3}, compression)
-    parts, settings = SharedParts(layout), _settings(compression)
-    pool = ConvertPool(2, settings)
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    """JPEGs of noise, which deflate would not shrink: appended to shared parts as stored pieces."""
+    files = {f"{i:02d}.jpg": _noise_jpeg(200 + i) for i in range(12)}
+    return _sources(tmp_path_factory.mktemp("photos"), files)
+
+
+def _convert_into(layout: ShardLayout, settings: ImageSettings, sources: list[Source]):
+    """The sources converted by 2 processes, given the layout's shared parts: (the parts as
+    closed, the outcomes)."""
+    parts, pool = SharedParts(layout), ConvertPool(2, settings)
     try:
-        pool.submit([(source, parts.assign(source.split)) for source in every_kind])
-        written = [outcome for outcome, _ in pool.results() if isinstance(outcome, Written)]
+        pool.submit([(source, parts.assign(source.split)) for source in sources])
+        outcomes = [outcome for outcome, _ in pool.results()]
         pool.release_parts()
     finally:
         pool.shutdown()
-    for outcome in written:
-        parts.add(outcome)
-    closed = parts.close()
+    for outcome in outcomes:
+        if isinstance(outcome, Written):
+            parts.add(outcome)
+    return parts.close(), outcomes
 
-    expected = sorted(
-        o.data for o, _ in (ImageConverter(settings).convert(s) for s in every_kind) if isinstance(o, Record)
-    )
+
+@pytest.mark.parametrize("compression", [GZIP, UNCOMPRESSED])
+def test_records_appended_by_several_processes_read_back_whole(tmp_path, photos, compression):
+    layout, settings = ShardLayout(str(tmp_path / "out"), {"train": 3}, compression), _settings(compression)
+    closed, outcomes = _convert_into(layout, settings, photos)
+
+    expected = sorted(ImageConverter(settings).convert(s)[0].data for s in photos)
     tf_compression = "GZIP" if compression == GZIP else ""
     read = [
         r for p in closed for r in tf.data.TFRecordDataset(p.path, compression_type=tf_compression).as_numpy_iterator()
     ]
     assert sorted(read) == expected
-    assert sum(p.records for p in closed) == len(expected) == len(written)
-    assert {p.index for p in closed} == {0, 1, 2}
+    assert all(isinstance(o, Written) for o in outcomes)
+    assert sum(p.records for p in closed) == len(expected) and {p.index for p in closed} == {0, 1, 2}
+
+
+def test_records_worth_deflating_come_back_whole_for_the_bundle_to_write(tmp_path):
+    """Flat BMPs, stored as they are (TensorFlow decodes them): their pixels deflate well."""
+    drawings = _sources(tmp_path, {f"{i:02d}.bmp": _flat_bmp(60 + i) for i in range(12)})
+    settings = _settings(GZIP)
+    closed, outcomes = _convert_into(ShardLayout(str(tmp_path / "out"), {"train": 3}, GZIP), settings, drawings)
+    in_process = [ImageConverter(settings).convert(source)[0] for source in drawings]
+    assert all(isinstance(o, Record) for o in in_process)
+    assert sorted(outcomes, key=repr) == sorted(in_process, key=repr)  # Records, not Written
+    assert closed == [] and not list((tmp_path / "out" / SHARD_PARTS_FOLDER).iterdir())
 
 
 def test_a_process_killed_mid_conversion_costs_only_that_source(tmp_path):
     first, slow, queued = _sources(
         tmp_path,
-        {
-            "0-first.jpg": bi.image_bytes("JPEG", "RGB", (40, 30)),
-            "1-slow.jpg": _noise_jpeg(4000),
-            "2-queued.jpg": bi.image_bytes("PNG", "RGB", (20, 10)),
-        },
+        {"0-first.jpg": _noise_jpeg(300), "1-slow.jpg": _noise_jpeg(4000), "2-queued.jpg": _noise_jpeg(200)},
     )
     layout = ShardLayout(str(tmp_path / "out"), {"train": 1}, GZIP)
     parts, pool = SharedParts(layout), ConvertPool(1, _settings(GZIP))

@@ -1,5 +1,5 @@
-"""transforms.gzip_pieces: pieces appended in any order, by any writer, fold into one GZIP member
-that the standard library's gzip and zlib, ISA-L and TensorFlow all read back exactly."""
+"""transforms.gzip_pieces: stored pieces appended in any order, by any writer, fold into one GZIP
+member that the standard library's gzip and zlib, ISA-L and TensorFlow all read back exactly."""
 
 from __future__ import annotations
 
@@ -13,16 +13,7 @@ import tensorflow as tf
 from isal import isal_zlib
 
 from pipeline.tfrecord_framing import framed
-from transforms.gzip_pieces import (
-    HEADER,
-    IncompletePart,
-    Piece,
-    PieceLedger,
-    PieceMaker,
-    closing,
-    deflated,
-    stored,
-)
+from transforms.gzip_pieces import HEADER, IncompletePart, Piece, PieceLedger, closing, stored
 
 
 def _payloads(compressible: bool, count: int = 40) -> list[bytes]:
@@ -50,11 +41,10 @@ def _member(pieces: list[tuple[bytes, bytes]], order: list[int]) -> tuple[bytes,
     return bytes(body) + closing(ledger.crc, ledger.size), ledger
 
 
-@pytest.mark.parametrize("make", [stored, deflated])
 @pytest.mark.parametrize("compressible", [False, True])
-def test_pieces_in_any_order_make_one_member_every_reader_reads(make, compressible):
+def test_pieces_in_any_order_make_one_member_every_reader_reads(compressible):
     datas = _payloads(compressible)
-    pieces = [(data, make(data)) for data in datas]
+    pieces = [(data, stored(data)) for data in datas]
     order = list(range(len(pieces)))
     random.Random(5).shuffle(order)
     member, ledger = _member(pieces, order)
@@ -72,23 +62,13 @@ def test_a_member_without_pieces_is_an_empty_gzip_stream():
     assert gzip.decompress(HEADER + closing(0, 0)) == b""
 
 
-def test_tensorflow_reads_records_from_pieces_of_both_kinds(tmp_path):
+def test_tensorflow_reads_records_from_pieces(tmp_path):
     records = _payloads(False, 10) + _payloads(True, 10)
-    pieces = [
-        (data, (deflated if i % 2 else stored)(data)) for i, data in enumerate(b"".join(framed(r)) for r in records)
-    ]
+    pieces = [(data, stored(data)) for data in (b"".join(framed(r)) for r in records)]
     member, _ = _member(pieces, list(range(len(pieces))))
     path = tmp_path / "shard.tfrecord.gz"
     path.write_bytes(member)
     assert list(tf.data.TFRecordDataset(str(path), compression_type="GZIP").as_numpy_iterator()) == records
-
-
-def test_a_maker_deflates_or_stores_as_its_first_record_says():
-    text, noise = _payloads(True, 1)[0], os.urandom(50_000)
-    deflating, storing = PieceMaker(), PieceMaker()
-    assert deflating.piece(text) == deflated(text) and deflating.piece(noise) == deflated(noise)
-    assert storing.piece(noise) == stored(noise) and storing.piece(text) == stored(text)
-    assert (deflating.deflate, storing.deflate) == (True, False)
 
 
 def test_bytes_nobody_reported_make_the_part_incomplete():

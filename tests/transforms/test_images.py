@@ -2,11 +2,13 @@
 source, converted on the DoFn's thread pool, with the counters counted on the bundle's thread."""
 
 import apache_beam as beam
+import numpy as np
 import pytest
 import tensorflow as tf
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+from PIL import Image
 
 from pipeline.contract.features import DEFAULT_IMAGE_KEYS
 from pipeline.contract.layout import GZIP
@@ -105,9 +107,19 @@ def test_processes_must_not_be_negative():
 @pytest.mark.parametrize("shared", [True, False])
 def test_records_go_into_their_shards_whether_processes_may_share_parts_or_not(sources, tmp_path, monkeypatch, shared):
     """Converting processes append to shared local parts, or, on a file system where appends from
-    several processes may not land whole (NFS), hand their records back for the bundle to write."""
+    several processes may not land whole (NFS), hand their records back for the bundle to write.
+    The good images are noise, which deflate would not shrink (so they may be appended)."""
     monkeypatch.setattr(images, "processes_may_append", lambda path: shared)
-    listed, good, bad = sources
+    listed, _, bad = sources
+    rng = np.random.default_rng(0)
+    good = []
+    for i in range(8):
+        path = tmp_path / f"noise{i}.jpg"
+        Image.fromarray(rng.integers(0, 256, (100, 120 + i, 3), dtype=np.uint8)).save(path)
+        good.append(str(path))
+    listed = [Source(uri, uri, LABELS[n % 2], "train") for n, uri in enumerate(good)] + [
+        s for s in listed if s.uri in bad
+    ]
     layout = ShardLayout(str(tmp_path / "out"), {"train": 2}, GZIP)
     with TestPipeline() as p:
         read = (

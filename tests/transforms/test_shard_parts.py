@@ -4,6 +4,8 @@ bundles wrote (one part renamed, several joined, none an empty shard), a failed 
 reaches no shard, and the parts folder is gone. Both ways parts are written: by the bundle's thread
 (BundleShards, gs:// parts) and appended to by whoever makes a record (SharedParts, local parts)."""
 
+import os
+
 import apache_beam as beam
 import pytest
 import tensorflow as tf
@@ -18,20 +20,25 @@ from transforms.shard_parts import BundleShards, FinalizeShards, ShardLayout, Sh
 
 
 class Appending:
-    """SharedParts with BundleShards' calls: each record appended by a PartAppender, as a
-    converting thread or process appends it, and reported back."""
+    """SharedParts with BundleShards' calls, as ReadImagesIntoShards uses them: each record
+    appended by a PartAppender, as a converting thread or process appends it, and reported back;
+    one worth deflating handed back and written by the bundle (`handed_back`)."""
 
     def __init__(self, layout: ShardLayout):
         self.parts, self._appender = SharedParts(layout), PartAppender(layout.compression)
+        self.handed_back = BundleShards(layout)
 
     def write(self, split: str, payload: bytes) -> None:
         part = self.parts.assign(split)
         piece = self._appender.append(part, payload)
-        self.parts.add(Written(split, "label", False, len(payload), part, piece))
+        if piece is None:
+            self.handed_back.write(split, payload)
+        else:
+            self.parts.add(Written(split, "label", False, len(payload), part, piece))
 
     def close(self):
         self._appender.release()
-        return self.parts.close()
+        return [*self.parts.close(), *self.handed_back.close()]
 
 
 WRITERS = [BundleShards, Appending]
@@ -140,3 +147,22 @@ def test_processes_share_parts_only_on_local_file_systems(path, shared):
 
 def test_this_machines_temporary_folder_is_one_processes_may_share(tmp_path):
     assert processes_may_append(str(tmp_path))
+
+
+def test_records_worth_deflating_are_handed_back_and_deflated_as_one_stream(tmp_path):
+    """Each deflated on its own they would gain little (gzip_pieces): the bundle writes them."""
+    layout = ShardLayout(str(tmp_path), {"train": 2}, GZIP)
+    appending = Appending(layout)
+    payloads = [b"image/encoded image/class/label label-%d " % i * 40 for i in range(200)]
+    for payload in payloads:
+        appending.write("train", payload)
+    parts = appending.close()
+    assert len(parts) == 2 and sum(p.records for p in parts) == 200, (
+        "only the bundle's parts: the shared ones are empty"
+    )
+    _finalize(layout, parts)
+
+    shards = [layout.shard_path("train", i) for i in range(2)]
+    assert sorted(r for path in shards for r in _tf_records(path, GZIP)) == sorted(payloads)
+    on_disk = sum(os.path.getsize(path) for path in shards)
+    assert on_disk < 0.1 * sum(map(len, payloads)), "deflated as a stream, not record by record"
