@@ -12,10 +12,11 @@ from pipeline.config import Config, to_dict
 from pipeline.planning import Plan
 from pipeline.publish import Publication, PublishManifest, RunSettings
 from pipeline.readback import ReadBackShards
-from pipeline.runners import image_processes, writes_while_reading
-from transforms.counting import CountRecords, SummarizeOutcomes
+from pipeline.runners import image_processes, spreads_work, writes_while_reading
+from transforms.counting import CountRecords, SummarizeOutcomes, summarize
 from transforms.image_convert import ImageSettings
 from transforms.images import ReadImages, ReadImagesIntoShards
+from transforms.once import OnceWithAll
 from transforms.outcomes import DEAD_LETTERS
 from transforms.permute import PermuteOrder
 from transforms.shard_parts import SHARD_PARTS, FinalizeShards, ShardLayout
@@ -64,20 +65,19 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     )
     layout = ShardLayout(folder, plan.shards, plan.compression)
     into_shards = writes_while_reading(p.options, plan.kind, plan.shards, config.image.local_write_while_reading)
-    read = (
-        listed.sources
-        # Permute the (small) source references before anything heavy is read: the records are
-        # then born in random order, so every shard is a random mix of the listing. They come
-        # out in batches of `read_batch`, and batches, not single sources, are spread over the
-        # workers: fewer elements to shuffle, and less of the runner's per-element work on a
-        # local run's one bundle thread.
-        | "PermuteSources" >> PermuteOrder(plan.permute_buckets, batch_size=config.image.read_batch)
-        | "SpreadReads" >> beam.Reshuffle()
-        | "ReadImages"
-        >> beam.ParDo(
-            ReadImagesIntoShards(layout, settings, **reading) if into_shards else ReadImages(settings, **reading)
-        ).with_outputs(DEAD_LETTERS, SHARD_PARTS, main="outputs")
+    # Permute the (small) source references before anything heavy is read: the records are then
+    # born in random order, so every shard is a random mix of the listing. They come out in
+    # batches of `read_batch`, and batches, not single sources, are spread over the workers: fewer
+    # elements to shuffle, and less of the runner's per-element work on a local run's one bundle
+    # thread.
+    batches = listed.sources | "PermuteSources" >> PermuteOrder(
+        plan.permute_buckets, batch_size=config.image.read_batch
     )
+    if spreads_work(p.options):
+        batches = batches | "SpreadReads" >> beam.Reshuffle()
+    read = batches | "ReadImages" >> beam.ParDo(
+        ReadImagesIntoShards(layout, settings, **reading) if into_shards else ReadImages(settings, **reading)
+    ).with_outputs(DEAD_LETTERS, SHARD_PARTS, main="outputs")
     if into_shards:
         counted, shard_files = read.outputs, read[SHARD_PARTS] | "FinalizeShards" >> FinalizeShards(layout)
     else:
@@ -109,6 +109,12 @@ def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     return Outcomes(counted, shard_files, skipped, [rows.dead_letters, encoded.dead_letters], schema)
 
 
+def _summarize(options) -> beam.PTransform:
+    """Every outcome -> one OutcomeSummary: a combine where workers can combine in parallel; on the
+    lean runner, which has one, a single call (OnceWithAll: fewer steps for Beam to inspect)."""
+    return beam.CombineGlobally(SummarizeOutcomes()) if spreads_work(options) else OnceWithAll(summarize)
+
+
 def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Publication) -> None:
     """List -> permute -> read/parse -> Examples -> per-split TFRecords and dead letters in
     `publication.folder` -> every shard read back -> the manifest, published by `publication` (a
@@ -120,16 +126,18 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
     summary = (
         (outcomes.counted, outcomes.skipped, dead_letters)
         | "AllOutcomes" >> beam.Flatten()
-        | "Summarize" >> beam.CombineGlobally(SummarizeOutcomes())
+        | "Summarize" >> _summarize(p.options)
     )
-    read_back = p | "ReadBack" >> ReadBackShards(publication.folder, plan, outcomes.shard_files)
+    read_back = p | "ReadBack" >> ReadBackShards(
+        publication.folder, plan, outcomes.shard_files, spread=spreads_work(p.options)
+    )
     schema_side = beam.pvalue.AsSingleton(outcomes.schema) if outcomes.schema is not None else None
     settings = RunSettings(
         publication.run, to_dict(config), config.image_keys, config.max_error_fraction, config.image.label_offset
     )
     _ = (
         p
-        | "PublishTrigger" >> beam.Create([None])
+        | "PublishTrigger" >> beam.Impulse()
         | "PublishManifest"
         >> beam.ParDo(
             PublishManifest(plan, settings, publication),

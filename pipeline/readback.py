@@ -38,18 +38,21 @@ def planned_shards(folder: str, plan: Plan) -> list[str]:
 
 
 @beam.ptransform_fn
-def ReadBackShards(root, folder: str, plan: Plan, written):
+def ReadBackShards(root, folder: str, plan: Plan, written, spread: bool = True):
     """Counts the records of every planned shard once the writes are done (`written`: the
-    PCollection of file names they return). The planned names, not `written` itself, feed the
-    read-back: on the BundleBasedDirectRunner the elements downstream of a write's output arrive
-    after the watermark has passed them, so a combine or side input of them comes out empty."""
-    return (
+    PCollection of file names they return), the shards spread over the workers when `spread`
+    (pipeline.runners.spreads_work). The planned names, not `written` itself, feed the read-back:
+    on the BundleBasedDirectRunner the elements downstream of a write's output arrive after the
+    watermark has passed them, so a combine or side input of them comes out empty."""
+    paths = (
         root
-        | "PlannedShards" >> beam.Create(planned_shards(folder, plan), reshuffle=False)
-        | "AfterTheWrites" >> beam.Map(lambda path, _: path, beam.pvalue.AsList(written))
-        | "SpreadShards" >> beam.Reshuffle()
-        | "CountRecords" >> beam.ParDo(CountShardRecords(plan.compression, plan.index))
+        | "Start" >> beam.Impulse()
+        | "AfterTheWrites"
+        >> beam.FlatMap(lambda _, written, planned: planned, beam.pvalue.AsList(written), planned_shards(folder, plan))
     )
+    if spread:
+        paths = paths | "SpreadShards" >> beam.Reshuffle()
+    return paths | "CountRecords" >> beam.ParDo(CountShardRecords(plan.compression, plan.index))
 
 
 def index_text(framed: list[tuple[int, int]]) -> str:

@@ -3,6 +3,8 @@ reduced from every outcome (transforms.outcomes) of the run."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
@@ -51,3 +53,12 @@ class SummarizeOutcomes(beam.CombineFn):
 
     def extract_output(self, acc):
         return acc
+
+
+def summarize(outcomes: Iterable) -> list[OutcomeSummary]:
+    """SummarizeOutcomes over every outcome in one call (transforms.once.OnceWithAll)."""
+    fn = SummarizeOutcomes()
+    summary = fn.create_accumulator()
+    for outcome in outcomes:
+        summary = fn.add_input(summary, outcome)
+    return [fn.extract_output(summary)]

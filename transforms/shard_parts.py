@@ -28,6 +28,7 @@ import os
 import random
 import shutil
 import uuid
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import apache_beam as beam
@@ -39,6 +40,7 @@ from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, is_remote, join, 
 from pipeline.tfrecord_framing import framed
 from transforms.gzip_codec import use_gzip_codec
 from transforms.gzip_pieces import HEADER, Piece, PieceLedger, closing
+from transforms.once import OnceWithAll
 from transforms.outcomes import Written
 
 use_gzip_codec()
@@ -193,7 +195,7 @@ def finalize_shard(layout: ShardLayout, split: str, index: int, part_paths: list
     return path
 
 
-def _finalize_all(parts: list[ShardPart], layout: ShardLayout):
+def _finalize_all(parts: Iterable[ShardPart], layout: ShardLayout):
     by_shard = collections.defaultdict(list)
     for part in sorted(parts, key=lambda part: part.path):
         by_shard[(part.split, part.index)].append(part.path)
@@ -206,7 +208,7 @@ def _finalize_all(parts: list[ShardPart], layout: ShardLayout):
 @beam.ptransform_fn
 def FinalizeShards(parts, layout: ShardLayout):
     """`parts`: the ShardParts every successful bundle reported. Returns the PCollection of the
-    planned shards' paths, complete, once the parts folder is gone. The parts come in as one
-    list on the main input: on the lean runner a side input of them can come out empty (as one
-    of a write's output does, pipeline.readback)."""
-    return parts | "AllParts" >> beam.combiners.ToList() | "FromParts" >> beam.FlatMap(_finalize_all, layout)
+    planned shards' paths, complete, once the parts folder is gone. The parts come in on the main
+    input: on the lean runner a side input of them can come out empty (as one of a write's output
+    does, pipeline.readback)."""
+    return parts | "FromParts" >> OnceWithAll(_finalize_all, layout)

@@ -306,27 +306,29 @@ class _Route(beam.DoFn):
 
 
 class _ListClassFolders(_Route):
-    """The folder -> every entry below it, classified (one element: the listing streams)."""
+    """The impulse -> every entry below the folder, classified (one element: the listing streams)."""
 
-    def __init__(self, extensions, fractions):
+    def __init__(self, root, extensions, fractions):
         super().__init__()
-        self._args = (frozenset(extensions), tuple(fractions))
+        self._args = (root, frozenset(extensions), tuple(fractions))
 
-    def process(self, root):
-        extensions, fractions = self._args
+    def process(self, _):
+        root, extensions, fractions = self._args
         for entry in storage.list_below(root):
             yield from self.route(classify_listed(root, entry, extensions, fractions))
 
 
 class _ParseImageCsvRows(_Route):
-    """A CSV of image URIs -> CsvRows (main) and dead letters (counted as listed: each row is
-    counted once, here or where its CsvRow's fate is decided)."""
+    """The impulse -> the CSV of image URIs' CsvRows (main) and dead letters (counted as listed:
+    each row is counted once, here or where its CsvRow's fate is decided)."""
 
-    def __init__(self, uri_column, label_column, split_column, fractions):
+    def __init__(self, csv_uri, uri_column, label_column, split_column, fractions):
         super().__init__()
+        self._csv_uri = csv_uri
         self._args = (uri_column, label_column, split_column, tuple(fractions))
 
-    def process(self, csv_uri):
+    def process(self, _):
+        csv_uri = self._csv_uri
         for row in image_csv_rows(storage.text_lines(csv_uri), csv_uri, *self._args):
             if isinstance(row, CsvRow):
                 yield row
@@ -392,7 +394,7 @@ def _outputs(pcoll, dofn):
 def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions):
     """Every file below `root` (listed inside the job, so the graph does not grow with it), and
     a dead letter for each thing below it that cannot be listed (storage.list_below)."""
-    return _outputs(pbegin | "Root" >> beam.Create([root]), _ListClassFolders(extensions, fractions))
+    return _outputs(pbegin | "Start" >> beam.Impulse(), _ListClassFolders(root, extensions, fractions))
 
 
 @beam.ptransform_fn
@@ -402,9 +404,9 @@ def ReadImageCsv(pbegin, csv_uri: str, uri_column: str, label_column: str, split
     find images that do not exist)."""
     rows = (
         pbegin
-        | "CsvUri" >> beam.Create([csv_uri])
+        | "Start" >> beam.Impulse()
         | "ParseRows"
-        >> beam.ParDo(_ParseImageCsvRows(uri_column, label_column, split_column, fractions)).with_outputs(
+        >> beam.ParDo(_ParseImageCsvRows(csv_uri, uri_column, label_column, split_column, fractions)).with_outputs(
             SKIPPED, DEAD_LETTERS, main="rows"
         )
     )

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract.layout import ERROR_FILES, ERRORS_PREFIX, GZIP, ShardedFileTemplate, join, record_files
 from transforms.gzip_codec import use_gzip_codec
+from transforms.once import OnceWithAll
+from transforms.outcomes import DeadLetter
 
 use_gzip_codec()  # for every job that writes records (on remote workers: GzipCodecPlugin)
 
@@ -48,18 +53,18 @@ def WriteSplits(records, output: str, shards: dict[str, int], compression: str =
     }
 
 
+def write_dead_letters(letters: Iterable[DeadLetter], path: str) -> list[str]:
+    """Writes each dead letter as a JSON line to a new file at `path` (written whole again on a
+    retry); returns [path]."""
+    with FileSystems.create(path, mime_type="text/plain", compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        for letter in letters:
+            f.write(letter.to_json().encode() + b"\n")
+    return [path]
+
+
 @beam.ptransform_fn
 def WriteDeadLetters(dead_letters, output: str):
     """All dead letters in one JSON-lines file (written even when empty, so its absence means a
     failed run). Returns the written file names."""
-    return (
-        dead_letters
-        | "ToJson" >> beam.Map(lambda letter: letter.to_json())
-        | "Write"
-        >> beam.io.WriteToText(
-            join(output, ERRORS_PREFIX),
-            file_name_suffix=ERROR_FILES.suffix,
-            num_shards=1,
-            shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE,
-        )
-    )
+    path = join(output, ERROR_FILES.name(ERRORS_PREFIX, 0, 1))
+    return dead_letters | "Write" >> OnceWithAll(write_dead_letters, path)

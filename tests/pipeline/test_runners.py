@@ -29,6 +29,7 @@ from pipeline.runners import (
     pipeline_options,
     refuse_unsafe_options,
     runner_api_round_trip,
+    spreads_work,
     writes_while_reading,
 )
 
@@ -97,6 +98,19 @@ def test_parallel_workers_asked_for_get_the_parallel_runner_whatever_the_input(w
 )
 def test_only_the_lean_runner_skips_beams_runner_api_round_trip(flags, round_trip):
     assert runner_api_round_trip(pipeline_options(flags)) == round_trip
+
+
+@pytest.mark.parametrize(
+    "flags, spreads",
+    [
+        ([], False),  # the lean runner: one bundle at a time, a Reshuffle only adds steps
+        (["--direct_num_workers", "0"], True),
+        (["--runner", "DirectRunner"], True),
+        (["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"], True),
+    ],
+)
+def test_only_the_lean_runner_skips_the_reshuffles(flags, spreads):
+    assert spreads_work(pipeline_options(flags)) is spreads
 
 
 def test_explicit_runners_pass_through():
