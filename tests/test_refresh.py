@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline.cli import main
-from pipeline.contract.layout import REJECTED_MANIFEST_NAME
+from pipeline.contract.layout import REJECTED_MANIFEST_NAME, SHARD_PARTS_FOLDER
 from pipeline.contract.manifest import Counts, Manifest
 from pipeline.contract.versions import LATEST_NAME, LatestPointerError, is_version, new_version, resolve_dataset
 from pipeline.storage import read_text
@@ -301,7 +301,10 @@ def test_a_refresh_killed_mid_run_leaves_latest_and_the_next_refresh_works(tmp_p
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 120
-    while not list(root.glob("*/beam-temp-*")) and run.poll() is None and time.monotonic() < deadline:
+    # The job is writing once a version folder holds shard parts (the default local runner) or
+    # Beam's temporary files (WriteToTFRecord).
+    writing = ("*/" + SHARD_PARTS_FOLDER, "*/beam-temp-*")
+    while not any(list(root.glob(g)) for g in writing) and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert run.poll() is None, "the refresh finished before it could be interrupted"
     run.send_signal(signal.SIGKILL)
