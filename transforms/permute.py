@@ -21,27 +21,29 @@ LIST_SIZE = 64  # elements per list sent to a bucket; a bundle holds up to num_b
 
 
 class _ToRandomBuckets(beam.DoFn):
-    """Element -> (random bucket, list of elements), each list sent when full or at the bundle's end."""
+    """Element (or, with `lists`, each element of a list) -> (random bucket, list of elements),
+    each list sent when full or at the bundle's end."""
 
-    def __init__(self, num_buckets: int):
-        self._num_buckets = num_buckets
+    def __init__(self, num_buckets: int, lists: bool):
+        self._num_buckets, self._lists = num_buckets, lists
 
     def setup(self):
         self._random = random.Random()  # seeded from os.urandom: a fresh order every run
 
     def start_bundle(self):
-        self._lists: dict[int, list] = {}
+        self._buckets: dict[int, list] = {}
 
     def process(self, element):
-        bucket = self._random.randrange(self._num_buckets)
-        elements = self._lists.setdefault(bucket, [])
-        elements.append(element)
-        if len(elements) == LIST_SIZE:
-            del self._lists[bucket]
-            yield bucket, elements
+        for one in element if self._lists else (element,):
+            bucket = self._random.randrange(self._num_buckets)
+            elements = self._buckets.setdefault(bucket, [])
+            elements.append(one)
+            if len(elements) == LIST_SIZE:
+                del self._buckets[bucket]
+                yield bucket, elements
 
     def finish_bundle(self):
-        for bucket, elements in self._lists.items():
+        for bucket, elements in self._buckets.items():
             yield GlobalWindows.windowed_value((bucket, elements))
 
 
@@ -64,18 +66,19 @@ class _ShuffleBucket(beam.DoFn):
 
 
 @beam.ptransform_fn
-def PermuteOrder(pcoll, num_buckets: int, batch_size: int | None = None):
+def PermuteOrder(pcoll, num_buckets: int, batch_size: int | None = None, lists: bool = False):
     """`num_buckets` bounds the elements one worker shuffles in memory (~count / num_buckets).
     With `batch_size`, the permuted elements come out in lists of up to that many (each bucket's
     last one shorter): batching there costs the runner no step per element, as BatchElements
-    after it would."""
+    after it would. With `lists`, `pcoll` holds lists of the elements to permute (a listing's,
+    transforms.sources.in_lists)."""
     if num_buckets < 1:
         raise ValueError("num_buckets must be >= 1")
     if batch_size is not None and batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     return (
         pcoll
-        | "ToRandomBuckets" >> beam.ParDo(_ToRandomBuckets(num_buckets))
+        | "ToRandomBuckets" >> beam.ParDo(_ToRandomBuckets(num_buckets, lists))
         | "GroupBuckets" >> beam.GroupByKey()
         | "ShuffleWithinBuckets" >> beam.ParDo(_ShuffleBucket(batch_size))
     )

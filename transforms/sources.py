@@ -287,6 +287,26 @@ def check_images_exist(folder: str, sources: Iterable[Source], listing=None) -> 
             yield DeadLetter(source.uri, "read", f"{what} not found: {source.uri}")
 
 
+SOURCES_PER_LIST = 64  # a listing's Sources travel in lists of up to this many
+
+
+def in_lists(outputs: Iterable) -> Iterator:
+    """A listing step's outputs with its Sources gathered into lists of up to SOURCES_PER_LIST
+    (tagged outputs pass as they come): a runner's work per element (the lean local runner's
+    bundle bookkeeping, a shuffle's per-record costs) is then paid per list."""
+    sources = []
+    for output in outputs:
+        if isinstance(output, beam.pvalue.TaggedOutput):
+            yield output
+            continue
+        sources.append(output)
+        if len(sources) == SOURCES_PER_LIST:
+            yield sources
+            sources = []
+    if sources:
+        yield sources
+
+
 class _Route(beam.DoFn):
     """Sends each outcome to its output: Sources main, Skipped and DeadLetters tagged."""
 
@@ -314,8 +334,10 @@ class _ListClassFolders(_Route):
 
     def process(self, _):
         root, extensions, fractions = self._args
-        for entry in storage.list_below(root):
-            yield from self.route(classify_listed(root, entry, extensions, fractions))
+        listed = storage.list_below(root)
+        yield from in_lists(
+            o for entry in listed for o in self.route(classify_listed(root, entry, extensions, fractions))
+        )
 
 
 class _ParseImageCsvRows(_Route):
@@ -346,15 +368,18 @@ class _ResolveDuplicates(_Route):
 
 
 class _CheckImagesExist(beam.DoFn):
-    """(folder, its Sources) -> the Sources that exist, in a planned split; the others are `read`
-    or `parse` dead letters (they were counted as listed already). `splits`: the planned ones."""
+    """(folder, its Sources) -> the Sources that exist, in a planned split (in lists: in_lists);
+    the others are `read` or `parse` dead letters (they were counted as listed already).
+    `splits`: the planned ones."""
 
     def __init__(self, splits):
         self._splits = frozenset(splits)
         self._errors = counter("errors")
 
     def process(self, folder_sources):
-        folder, sources = folder_sources
+        yield from in_lists(self._checked(*folder_sources))
+
+    def _checked(self, folder, sources):
         for outcome in check_images_exist(folder, sources):
             if isinstance(outcome, Source) and outcome.split not in self._splits:
                 outcome = DeadLetter(
@@ -373,7 +398,7 @@ class _CheckImagesExist(beam.DoFn):
 class ImageCsvOutputs(NamedTuple):
     """What ReadImageCsv gives, named as `_outputs` names a listing's outputs."""
 
-    sources: beam.PCollection
+    sources: beam.PCollection  # lists of Sources (in_lists)
     skipped: beam.PCollection
     dead_letters: beam.PCollection
 
@@ -392,14 +417,15 @@ def _outputs(pcoll, dofn):
 
 @beam.ptransform_fn
 def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions):
-    """Every file below `root` (listed inside the job, so the graph does not grow with it), and
-    a dead letter for each thing below it that cannot be listed (storage.list_below)."""
+    """Every file below `root` (listed inside the job, so the graph does not grow with it): the
+    Sources in lists (in_lists), and a dead letter for each thing below it that cannot be listed
+    (storage.list_below)."""
     return _outputs(pbegin | "Start" >> beam.Impulse(), _ListClassFolders(root, extensions, fractions))
 
 
 @beam.ptransform_fn
 def ReadImageCsv(pbegin, csv_uri: str, uri_column: str, label_column: str, split_column: str, fractions, splits):
-    """Rows of the CSV as Sources; `splits` are the ones planned (each gets its own writer). Rows
+    """Rows of the CSV as Sources, in lists (in_lists); `splits` are the ones planned (each gets its own writer). Rows
     are grouped by image URI (duplicates, conflicts), then Sources by folder (one listing each, to
     find images that do not exist)."""
     rows = (

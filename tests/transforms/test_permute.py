@@ -44,7 +44,7 @@ def test_batches_hold_every_element_once_in_permuted_order():
 
 def test_elements_travel_to_their_buckets_in_lists_of_up_to_list_size():
     """What the shuffle moves: lists, each element in exactly one."""
-    to_buckets = _ToRandomBuckets(num_buckets=4)
+    to_buckets = _ToRandomBuckets(num_buckets=4, lists=False)
     to_buckets.setup()
     to_buckets.start_bundle()
     sent = [kv for element in range(1000) for kv in to_buckets.process(element)]
@@ -52,3 +52,15 @@ def test_elements_travel_to_their_buckets_in_lists_of_up_to_list_size():
     assert all(1 <= len(elements) <= LIST_SIZE and 0 <= bucket < 4 for bucket, elements in sent)
     assert sorted(element for _, elements in sent for element in elements) == list(range(1000))
     assert len(sent) <= 1000 // LIST_SIZE + 4  # full lists, and at most one short one per bucket
+
+
+def test_lists_of_elements_are_permuted_as_their_elements():
+    """A listing's Sources arrive in lists (transforms.sources.in_lists); the lists' order and
+    make-up must not survive the permutation."""
+    original = list(range(1000))
+    chunks = [original[i : i + 64] for i in range(0, 1000, 64)]
+    with TestPipeline() as p:
+        out = (
+            p | beam.Create(chunks, reshuffle=False) | PermuteOrder(num_buckets=3, lists=True) | beam.combiners.ToList()
+        )
+        assert_that(out, lambda lists: _order_checker(original)(lists[0]))

@@ -1,7 +1,8 @@
+import apache_beam as beam
 import pytest
 
-from transforms.outcomes import DeadLetter, Skipped, Source
-from transforms.sources import classify_folder_entry, extension_of, parse_image_csv
+from transforms.outcomes import DEAD_LETTERS, DeadLetter, Skipped, Source
+from transforms.sources import SOURCES_PER_LIST, classify_folder_entry, extension_of, in_lists, parse_image_csv
 
 EXTENSIONS = frozenset({".jpg", ".jpeg", ".png"})
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
@@ -62,3 +63,11 @@ def test_parse_headerless_automl_csv():
     )
     assert out[0] == Source("gs://b/a.jpg", "gs://b/a.jpg", "cat", "test")
     assert isinstance(out[1], DeadLetter)  # the layout is fixed by the first row (3 columns)
+
+
+def test_sources_travel_in_lists_and_everything_else_as_it_comes():
+    sources = [Source(f"/in/a/{i}.jpg", f"a/{i}.jpg", "a", "train") for i in range(SOURCES_PER_LIST + 5)]
+    letter = beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter("/in/x.jpg", "label", "no class folder"))
+    outputs = list(in_lists([*sources[:3], letter, *sources[3:]]))
+    assert outputs[0] is letter  # not held back until a list is full
+    assert outputs[1:] == [sources[:SOURCES_PER_LIST], sources[SOURCES_PER_LIST:]]
