@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from apache_beam.options.pipeline_options import DebugOptions, DirectOptions, StandardOptions
+from apache_beam.options.pipeline_options import DebugOptions, DirectOptions, StandardOptions, TypeOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipeline.runners import (
@@ -111,6 +111,18 @@ def test_only_the_lean_runner_skips_beams_runner_api_round_trip(flags, round_tri
 )
 def test_only_the_lean_runner_skips_the_reshuffles(flags, spreads):
     assert spreads_work(pipeline_options(flags)) is spreads
+
+
+@pytest.mark.parametrize(
+    "flags, checked",
+    [
+        ([], False),
+        (["--direct_num_workers", "0"], True),
+        (["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"], True),
+    ],
+)
+def test_only_the_lean_runner_skips_beams_type_checks_while_building(flags, checked):
+    assert pipeline_options(flags).view_as(TypeOptions).pipeline_type_check is checked
 
 
 def test_explicit_runners_pass_through():
