@@ -65,11 +65,11 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     )
     layout = ShardLayout(folder, plan.shards, plan.compression)
     into_shards = writes_while_reading(p.options, plan.kind, plan.shards, config.image.local_write_while_reading)
-    # Permute the (small) source references (listed in lists) before anything heavy is read: the
-    # records are then born in random order, so every shard is a random mix of the listing. They come out in
-    # batches of `read_batch`, and batches, not single sources, are spread over the workers: fewer
-    # elements to shuffle, and less of the runner's per-element work on a local run's one bundle
-    # thread.
+    # Permute the (small) source references, which the listing gives in lists, before anything
+    # heavy is read: the records are then born in random order, so every shard is a random mix of
+    # the listing. They come out in batches of `read_batch`, and batches, not single sources, are
+    # spread over the workers: fewer elements to shuffle, and less of the runner's per-element work
+    # on a local run's one bundle thread.
     batches = listed.sources | "PermuteSources" >> PermuteOrder(
         plan.permute_buckets, batch_size=config.image.read_batch, lists=True
     )

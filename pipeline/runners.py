@@ -196,9 +196,9 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0, lean_held_bytes
         standard.runner = _local_runner(workers, input_bytes, lean_held_bytes)
     if standard.runner == LEAN:
         # Beam's type checks while the graph is built (and the element types they infer, of which
-        # the lean runner only uses its grouping keys' coder: ours are ints and None) cost a local
-        # run about 0.15 s before its first record (README, Performance); the same graph is
-        # type-checked on every other runner, and in the tests of each transform.
+        # the lean runner only uses its grouping keys' coder: ours are ints and None) delay a
+        # local run's first record (README, Performance); the same graph is type-checked on every
+        # other runner, and in the tests of each transform.
         options.view_as(TypeOptions).pipeline_type_check = False
     if standard.runner in (PARALLEL, "DirectRunner") and not _given(beam_args, "--direct_running_mode"):
         direct.direct_running_mode = "in_memory"
@@ -260,7 +260,7 @@ def writes_while_reading(options: PipelineOptions, kind: str, shards: dict[str, 
 def spreads_work(options: PipelineOptions) -> bool:
     """Whether a Reshuffle spreads work over this runner's workers. The lean runner runs one bundle
     at a time on one thread, so there a Reshuffle only adds its steps (six transforms that Beam
-    inspects and the runner schedules, about 0.14 s a run: README, Performance)."""
+    inspects and the runner schedules: README, Performance)."""
     return options.view_as(StandardOptions).runner != LEAN
 
 

@@ -1,11 +1,10 @@
 """Calling a function once with every element of a PCollection, also when it has none.
 
 Beam's `CombineGlobally(ToList())` followed by a step gives the same, in ten transforms of which
-six are ParDos (its default for an empty input is a side input of its own): on the lean local
-runner each transform costs the run Beam's inspection of it, and this one costs a ToList about
-0.16 s (README, Performance). Here: the elements and one start marker under one key, one
-GroupByKey, one call. The elements reach the call as an iterator, so a runner that pages a group's
-values (Dataflow) never holds them all.
+six are ParDos (its default for an empty input is a side input of its own), and Beam inspects
+every transform of a graph before the first record (README, Performance). Here: the elements and
+one start marker under one key, one GroupByKey, one call. The elements reach the call as an
+iterator, so a runner that pages a group's values (Dataflow) never holds them all.
 """
 
 from __future__ import annotations
