@@ -425,9 +425,9 @@ def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions):
 
 @beam.ptransform_fn
 def ReadImageCsv(pbegin, csv_uri: str, uri_column: str, label_column: str, split_column: str, fractions, splits):
-    """Rows of the CSV as Sources, in lists (in_lists); `splits` are the ones planned (each gets its own writer). Rows
-    are grouped by image URI (duplicates, conflicts), then Sources by folder (one listing each, to
-    find images that do not exist)."""
+    """Rows of the CSV as Sources, in lists (in_lists); `splits` are the ones planned (each gets its
+    own writer). Rows are grouped by image URI (duplicates, conflicts), then Sources by folder (one
+    listing each, to find images that do not exist)."""
     rows = (
         pbegin
         | "Start" >> beam.Impulse()
