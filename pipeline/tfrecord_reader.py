@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from isal import isal_zlib  # inflates faster than zlib (README, Performance)
+from isal import igzip_lib  # inflates faster than zlib (README, Performance)
 
 from pipeline import storage
 from pipeline.contract.layout import GZIP
@@ -38,102 +38,83 @@ def read_framed_records(path: str, compression: str = GZIP) -> Iterator[tuple[in
     """(offset, payload) of each record, as `read_records` checks them: the offset of its 12-byte
     header in the uncompressed stream, so for an uncompressed file an index entry is
     `offset, len(payload) + FRAMING_BYTES`."""
-    stream = _Stream(_gunzip(path) if compression == GZIP else _chunks(path))
-    index = 0
-    try:
-        while True:
-            offset = stream.offset
-            header = stream.read(12)
-            if not header:
-                stream.finish()
-                return
-            if len(header) < 12:
-                stream.finish()
-                raise RecordError(index, f"truncated: only {len(header)} of the 12 header bytes")
-            length, length_crc = struct.unpack("<QI", header)
-            if masked_crc32c(header[:8]) != length_crc:
-                raise RecordError(index, "length CRC mismatch (corrupt framing)")
-            data, crc = stream.read(length), stream.read(4)
-            if len(data) + len(crc) < length + 4:
-                stream.finish()
-                raise RecordError(index, f"truncated: {len(data) + len(crc)} of {length + 4} bytes of data and CRC")
-            if masked_crc32c(data) != struct.unpack("<I", crc)[0]:
-                raise RecordError(index, "data CRC mismatch (corrupt record)")
-            yield offset, data
-            index += 1
-    except RecordError as e:
-        if e.record < 0:  # from the GZIP layer: name the record being read
-            raise RecordError(index, e.message) from None
-        raise
+    with storage.open_binary(path) as f:
+        stream = _Gunzip(f) if compression == GZIP else _Exact(f)
+        index, offset = 0, 0
+        try:
+            while header := stream.read(12):
+                if len(header) < 12:
+                    raise RecordError(index, f"truncated: only {len(header)} of the 12 header bytes")
+                length, length_crc = struct.unpack("<QI", header)
+                if masked_crc32c(header[:8]) != length_crc:
+                    raise RecordError(index, "length CRC mismatch (corrupt framing)")
+                data, crc = stream.read(length), stream.read(4)
+                if len(data) + len(crc) < length + 4:
+                    raise RecordError(index, f"truncated: {len(data) + len(crc)} of {length + 4} bytes of data and CRC")
+                if masked_crc32c(data) != struct.unpack("<I", crc)[0]:
+                    raise RecordError(index, "data CRC mismatch (corrupt record)")
+                yield offset, data
+                index, offset = index + 1, offset + 12 + length + 4
+        except RecordError as e:
+            if e.record < 0:  # from the GZIP layer: name the record being read
+                raise RecordError(index, e.message) from None
+            raise
 
 
-class _Stream:
-    """Exact-size reads over a shard's (decompressed) chunks; `offset`: the bytes read so far. A
-    read within the current chunk is one slice of it, one across chunks one join: each byte is
-    copied once on its way to a payload."""
+class _Exact:
+    """`read(n)`: the next n bytes of an uncompressed file (fewer only at its end)."""
 
-    def __init__(self, chunks: Iterator[bytes]):
-        self._chunks = chunks
-        self._chunk = b""
-        self._pos = 0
-        self.offset = 0
+    def __init__(self, f):
+        self._f = f
 
     def read(self, n: int) -> bytes:
-        end = self._pos + n
-        if end <= len(self._chunk):
-            out = self._chunk[self._pos : end]
-            self._pos = end
-        else:
-            parts, wanted = [memoryview(self._chunk)[self._pos :]], n - (len(self._chunk) - self._pos)
-            self._chunk, self._pos = b"", 0
-            while wanted > 0 and (chunk := next(self._chunks, None)) is not None:
-                if len(chunk) > wanted:
-                    self._chunk, self._pos = chunk, wanted
-                parts.append(memoryview(chunk)[:wanted])
-                wanted -= len(parts[-1])
-            out = b"".join(parts)
-        self.offset += len(out)
-        return out
-
-    def finish(self) -> None:
-        """At the end of the records: a GZIP stream must have ended cleanly too."""
-        for _ in self._chunks:
-            pass
+        parts = []
+        while n > 0 and (data := self._f.read(n)):
+            parts.append(data)
+            n -= len(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _chunks(path: str) -> Iterator[bytes]:
-    with storage.open_binary(path) as f:
-        while chunk := f.read(CHUNK_BYTES):
-            yield chunk
+class _Gunzip:
+    """`read(n)`: the next n decompressed bytes of a (possibly multi-member) GZIP file, fewer only
+    at its clean end; RecordError(-1) if it is corrupt or cut short (the reader names the record).
+    ISA-L's decompressor returns at most the bytes asked for and keeps the rest of its input, so a
+    payload comes out of inflate as bytes of its own, not sliced out of a larger buffer."""
 
+    def __init__(self, f):
+        self._f = f
+        self._member = igzip_lib.IgzipDecompressor(flag=igzip_lib.DECOMP_GZIP)
+        self._read = 0  # compressed bytes read, for messages
 
-def _gunzip(path: str) -> Iterator[bytes]:
-    """Decompressed chunks of a (possibly multi-member) GZIP file; RecordError(-1) if corrupt or
-    cut short. The record number is filled in by the reader."""
-    with storage.open_binary(path) as f:
-        decompressor, pending, read = isal_zlib.decompressobj(wbits=31), b"", 0
+    def read(self, n: int) -> bytes:
+        parts = []
+        while n > 0 and (out := self._inflate(n)):
+            parts.append(out)
+            n -= len(out)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _inflate(self, n: int) -> bytes:
+        """Up to n decompressed bytes (at least one), or b"" at the end of the file's last member."""
         while True:
-            if not pending:
-                pending = f.read(CHUNK_BYTES)
-                read += len(pending)
-                if not pending:
-                    break
-            try:
-                out = decompressor.decompress(pending)
-            except isal_zlib.error as e:
-                raise RecordError(-1, f"corrupt GZIP data (within the first {read} bytes): {e}") from e
-            if out:
-                yield out
-            if decompressor.eof:  # end of a member: another may follow
-                pending = decompressor.unused_data
-                decompressor = isal_zlib.decompressobj(wbits=31) if pending else None
-                if decompressor is None:
-                    pending = f.read(CHUNK_BYTES)
-                    read += len(pending)
-                    if not pending:
-                        return
-                    decompressor = isal_zlib.decompressobj(wbits=31)
+            if self._member.eof:  # another member may follow
+                data = self._member.unused_data or self._more()
+                if not data:
+                    return b""
+                self._member = igzip_lib.IgzipDecompressor(flag=igzip_lib.DECOMP_GZIP)
+            elif self._member.needs_input:
+                data = self._more()
+                if not data:
+                    raise RecordError(-1, f"the GZIP stream ends early after {self._read} bytes (file truncated)")
             else:
-                pending = b""
-        if not decompressor.eof:
-            raise RecordError(-1, f"the GZIP stream ends early after {read} bytes (file truncated)")
+                data = b""
+            try:
+                out = self._member.decompress(data, n)
+            except igzip_lib.IsalError as e:
+                raise RecordError(-1, f"corrupt GZIP data (within the first {self._read} bytes): {e}") from e
+            if out:
+                return out
+
+    def _more(self) -> bytes:
+        data = self._f.read(CHUNK_BYTES)
+        self._read += len(data)
+        return data
