@@ -12,7 +12,7 @@ from pipeline.config import Config, to_dict
 from pipeline.planning import Plan
 from pipeline.publish import Publication, PublishManifest, RunSettings
 from pipeline.readback import ReadBackShards
-from pipeline.runners import image_processes, spreads_work, writes_while_reading
+from pipeline.runners import image_processes, shard_check_processes, spreads_work, writes_while_reading
 from transforms.counting import CountRecords, SummarizeOutcomes, summarize
 from transforms.image_convert import ImageSettings
 from transforms.images import ReadImages, ReadImagesIntoShards
@@ -129,7 +129,11 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
         | "Summarize" >> _summarize(p.options)
     )
     read_back = p | "ReadBack" >> ReadBackShards(
-        publication.folder, plan, outcomes.shard_files, spread=spreads_work(p.options)
+        publication.folder,
+        plan,
+        outcomes.shard_files,
+        spread=spreads_work(p.options),
+        processes=shard_check_processes(p.options, publication.folder),
     )
     schema_side = beam.pvalue.AsSingleton(outcomes.schema) if outcomes.schema is not None else None
     settings = RunSettings(

@@ -22,7 +22,8 @@ from pipeline.contract.layout import INDEX_SUFFIX, MANIFEST_NAME, REJECTED_MANIF
 from pipeline.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
 from pipeline.lease import lease_problems
 from pipeline.planning import Plan
-from pipeline.readback import ShardCount, shard_problems
+from pipeline.readback import shard_problems
+from pipeline.shard_check import ShardCount
 from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
 from transforms.counting import counter
 from transforms.outcomes import OutcomeSummary

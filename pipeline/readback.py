@@ -10,25 +10,13 @@ it also writes each uncompressed shard's record index from the same pass.
 
 from __future__ import annotations
 
-import dataclasses
-
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
-from pipeline import storage
-from pipeline.contract.layout import INDEX_SUFFIX, ShardedFileTemplate, join
+from pipeline.contract.layout import ShardedFileTemplate, join
 from pipeline.planning import Plan
-from pipeline.tfrecord_framing import FRAMING_BYTES
-from pipeline.tfrecord_reader import RecordError, read_framed_records
+from pipeline.shard_check import ShardCount, count_in_processes, count_shard
 from transforms.counting import counter
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardCount:
-    """One shard as read back: its file name, its records, and why it cannot be read ("" if it can)."""
-
-    name: str
-    records: int
-    error: str = ""
 
 
 def planned_shards(folder: str, plan: Plan) -> list[str]:
@@ -38,10 +26,11 @@ def planned_shards(folder: str, plan: Plan) -> list[str]:
 
 
 @beam.ptransform_fn
-def ReadBackShards(root, folder: str, plan: Plan, written, spread: bool = True):
+def ReadBackShards(root, folder: str, plan: Plan, written, spread: bool = True, processes: int = 0):
     """Counts the records of every planned shard once the writes are done (`written`: the
     PCollection of file names they return), the shards spread over the workers when `spread`
-    (pipeline.runners.spreads_work). The planned names, not `written` itself, feed the read-back:
+    (pipeline.runners.spreads_work), read in `processes` processes at once if given
+    (CountShardRecords). The planned names, not `written` itself, feed the read-back:
     on the BundleBasedDirectRunner the elements downstream of a write's output arrive after the
     watermark has passed them, so a combine or side input of them comes out empty."""
     paths = (
@@ -52,40 +41,35 @@ def ReadBackShards(root, folder: str, plan: Plan, written, spread: bool = True):
     )
     if spread:
         paths = paths | "SpreadShards" >> beam.Reshuffle()
-    return paths | "CountRecords" >> beam.ParDo(CountShardRecords(plan.compression, plan.index))
-
-
-def index_text(framed: list[tuple[int, int]]) -> str:
-    """A record index: one `offset length` line per record (offset of its header in the file,
-    length including the framing), as DALI's and the `tfrecord` package's tfrecord2idx write it."""
-    return "".join(f"{offset} {length}\n" for offset, length in framed)
+    return paths | "CountRecords" >> beam.ParDo(CountShardRecords(plan.compression, plan.index, processes))
 
 
 class CountShardRecords(beam.DoFn):
-    """Reads a shard back record by record (and, with `index`, writes `<shard>.idx` beside it). A
-    missing or broken shard is a verdict (ShardCount.error), not a failure of the step; an I/O
-    error fails the bundle, which the runner retries."""
+    """Reads each shard back (pipeline.shard_check) and counts it. A missing or broken shard is a
+    verdict (ShardCount.error), not a failure of the step; an I/O error fails the bundle, which
+    the runner retries. With `processes` (a local run's local shards) a bundle's shards are read
+    in that many processes at once when it ends."""
 
-    def __init__(self, compression: str, index: bool):
-        self._compression, self._index = compression, index
+    def __init__(self, compression: str, index: bool, processes: int = 0):
+        self._compression, self._index, self._processes = compression, index, processes
+
+    def start_bundle(self):
+        self._paths = []
 
     def process(self, path: str):
-        if not storage.exists(path):
-            counter("shards_unreadable").inc()
-            yield ShardCount(storage.basename(path), 0, "missing")
+        if self._processes:
+            self._paths.append(path)
             return
-        framed = []
-        try:
-            for offset, data in read_framed_records(path, self._compression):
-                framed.append((offset, len(data) + FRAMING_BYTES))
-        except RecordError as e:
-            counter("shards_unreadable").inc()
-            yield ShardCount(storage.basename(path), len(framed), f"record {e.record}: {e.message}")
-            return
-        if self._index:
-            storage.write_bytes(path + INDEX_SUFFIX, index_text(framed).encode(), "text/plain")
-        counter("shards_read_back").inc()
-        yield ShardCount(storage.basename(path), len(framed))
+        yield self._counted(count_shard(path, self._compression, self._index))
+
+    def finish_bundle(self):
+        if self._paths:
+            for shard in count_in_processes(self._paths, self._compression, self._index, self._processes):
+                yield GlobalWindows.windowed_value(self._counted(shard))
+
+    def _counted(self, shard: ShardCount) -> ShardCount:
+        counter("shards_unreadable" if shard.error else "shards_read_back").inc()
+        return shard
 
 
 def shard_problems(

@@ -224,6 +224,17 @@ def image_processes(options: PipelineOptions, setting: int | str) -> int:
     return int(setting)
 
 
+def shard_check_processes(options: PipelineOptions, folder: str) -> int:
+    """How many processes read a run's shards back at once (pipeline.shard_check): one per usable
+    core on the lean local runner when the shards are local and there are cores to share; 0 (on
+    the runner's own thread) otherwise: other runners spread the shards over their workers, and
+    gs:// shards are read through Beam's GCS client."""
+    if options.view_as(StandardOptions).runner != LEAN or is_remote(folder):
+        return 0
+    cores = usable_cores()
+    return cores if cores >= 2 else 0
+
+
 # A plan with more shards keeps WriteToTFRecord on the lean runner too: writing while reading keeps
 # a file open per shard, in each converting process too (gs:// ones hold up to 16 MiB each).
 MAX_OPEN_SHARDS = 512

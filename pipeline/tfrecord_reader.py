@@ -1,7 +1,8 @@
 """Reading a TFRecord shard (GZIP or uncompressed) back record by record, checking what
 TensorFlow's reader checks (the GZIP stream, each record's framing and both CRCs) but saying where
-a file breaks: the record number and the reason. Plain Python over pipeline.storage, so it runs
-without TensorFlow.
+a file breaks: the record number and the reason. Plain Python, so it runs without TensorFlow, and
+without Beam for local files (remote ones load pipeline.storage when one is read), so a local run
+reads its shards back in processes of its own (pipeline.shard_check).
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from collections.abc import Iterator
 
 from isal import igzip_lib  # inflates faster than zlib (README, Performance)
 
-from pipeline import storage
-from pipeline.contract.layout import GZIP
+from pipeline.contract.layout import GZIP, is_remote
 from pipeline.tfrecord_framing import masked_crc32c
 
 CHUNK_BYTES = 1 << 20
@@ -38,7 +38,7 @@ def read_framed_records(path: str, compression: str = GZIP) -> Iterator[tuple[in
     """(offset, payload) of each record, as `read_records` checks them: the offset of its 12-byte
     header in the uncompressed stream, so for an uncompressed file an index entry is
     `offset, len(payload) + FRAMING_BYTES`."""
-    with storage.open_binary(path) as f:
+    with _open(path) as f:
         stream = _Gunzip(f) if compression == GZIP else _Exact(f)
         index, offset = 0, 0
         try:
@@ -59,6 +59,14 @@ def read_framed_records(path: str, compression: str = GZIP) -> Iterator[tuple[in
             if e.record < 0:  # from the GZIP layer: name the record being read
                 raise RecordError(index, e.message) from None
             raise
+
+
+def _open(path: str):
+    if is_remote(path):
+        from pipeline import storage  # Beam: only for remote shards (module docstring)
+
+        return storage.open_binary(path)
+    return open(path, "rb")
 
 
 class _Exact:

@@ -21,7 +21,7 @@ from pipeline.contract import tf_import
 from pipeline.contract.features import parse_spec
 from pipeline.contract.layout import join, record_files
 from pipeline.contract.manifest import Manifest
-from pipeline.readback import index_text
+from pipeline.shard_check import index_text
 from pipeline.tfrecord_framing import FRAMING_BYTES
 from pipeline.tfrecord_reader import RecordError, read_framed_records
 

@@ -27,7 +27,8 @@ from pipeline.contract.layout import SHARD_PARTS_FOLDER
 from pipeline.folder_store import RUN_FOLDER_PREFIXES, FolderPublication
 from pipeline.lease import LEASE_NAME, Holder, Lease
 from pipeline.publish import RunRejectedError
-from pipeline.readback import CountShardRecords, ShardCount
+from pipeline.readback import CountShardRecords
+from pipeline.shard_check import ShardCount
 from tests.dataset_reader import load_manifest, load_rejected, read_split
 from transforms.shard_parts import SharedParts
 

@@ -29,6 +29,7 @@ from pipeline.runners import (
     pipeline_options,
     refuse_unsafe_options,
     runner_api_round_trip,
+    shard_check_processes,
     spreads_work,
     writes_while_reading,
 )
@@ -267,6 +268,28 @@ def test_auto_is_one_converting_process_per_usable_core_from_three_cores(cores):
     out = subprocess.run([sys.executable, "-c", script, str(cores)], capture_output=True, text=True, check=True)
     assert int(out.stdout.split()[-1]) == (cores if cores >= 3 else 0)
 
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3])
+def test_the_lean_runner_reads_local_shards_back_in_a_process_per_usable_core(cores):
+    available = len(os.sched_getaffinity(0))
+    if cores > available:
+        pytest.skip(f"this machine lets the tests use {available} cores")
+    script = (
+        "import os, sys; os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:int(sys.argv[1])]));"
+        "from pipeline.runners import shard_check_processes, pipeline_options;"
+        "print(shard_check_processes(pipeline_options([]), '/data/out'), shard_check_processes(pipeline_options([]), 'gs://b/out'))"
+    )
+    out = subprocess.run([sys.executable, "-c", script, str(cores)], capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-2:] == [str(cores if cores >= 2 else 0), "0"]
+
+
+def test_other_runners_read_shards_back_on_their_workers():
+    for flags in (
+        ["--direct_num_workers", "2"],
+        ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
+    ):
+        assert shard_check_processes(_options(*flags), "/data/out") == 0, flags
 
 def test_only_the_lean_runner_writes_image_records_while_reading():
     shards = {"train": 10, "validation": 2}

@@ -1,0 +1,114 @@
+"""One shard read back: the records it holds, or why it cannot be read, and with `index` its record
+index written beside it (pipeline.readback compares the counts with what the job produced).
+
+Without Beam for local shards (remote ones load pipeline.storage when one is read), so that a
+local run reads its shards back in processes of its own, all at once (`count_in_processes`, which
+runs this module as `python -m pipeline.shard_check`), instead of one after another on the
+runner's one thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import pipeline
+from pipeline.contract.layout import INDEX_SUFFIX, is_remote
+from pipeline.tfrecord_framing import FRAMING_BYTES
+from pipeline.tfrecord_reader import RecordError, read_framed_records
+
+# Where `pipeline` is imported from, for the processes (a checkout or site-packages).
+_IMPORT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(pipeline.__file__)))
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardCount:
+    """One shard as read back: its file name, its records, and why it cannot be read ("" if it can)."""
+
+    name: str
+    records: int
+    error: str = ""
+
+
+def index_text(framed: list[tuple[int, int]]) -> str:
+    """A record index: one `offset length` line per record (offset of its header in the file,
+    length including the framing), as DALI's and the `tfrecord` package's tfrecord2idx write it."""
+    return "".join(f"{offset} {length}\n" for offset, length in framed)
+
+
+def count_shard(path: str, compression: str, index: bool) -> ShardCount:
+    """Reads a shard back record by record (pipeline.tfrecord_reader). A missing or broken shard is
+    a verdict (ShardCount.error); an I/O error is raised."""
+    name = path.rsplit("/", 1)[-1]
+    if not _exists(path):
+        return ShardCount(name, 0, "missing")
+    framed = []
+    try:
+        for offset, data in read_framed_records(path, compression):
+            framed.append((offset, len(data) + FRAMING_BYTES))
+    except RecordError as e:
+        return ShardCount(name, len(framed), f"record {e.record}: {e.message}")
+    if index:
+        _write_text(path + INDEX_SUFFIX, index_text(framed))
+    return ShardCount(name, len(framed))
+
+
+def _exists(path: str) -> bool:
+    if is_remote(path):
+        from pipeline import storage  # Beam: only for remote shards (module docstring)
+
+        return storage.exists(path)
+    return os.path.exists(path)
+
+
+def _write_text(path: str, text: str) -> None:
+    if is_remote(path):
+        from pipeline import storage  # Beam: only for remote shards (module docstring)
+
+        storage.write_bytes(path, text.encode(), "text/plain")
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def count_in_processes(paths: list[str], compression: str, index: bool, processes: int) -> list[ShardCount]:
+    """count_shard of each local shard in `processes` processes at once, each given shards of
+    about equal bytes; raises what a process failed with (an I/O error: the run fails, as it
+    would in-process)."""
+    sizes = {path: _size(path) for path in paths}
+    shares = [[] for _ in range(min(processes, len(paths)))]
+    loads = [0] * len(shares)
+    for path in sorted(paths, key=sizes.get, reverse=True):  # the largest first, each to the least loaded
+        least = loads.index(min(loads))
+        shares[least].append(path)
+        loads[least] += sizes[path]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_IMPORT_ROOT, os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", __name__, compression, "index" if index else "count"]
+    # A process group of their own, as transforms.convert_pool's: Ctrl-C reaches the runner only.
+    running = [
+        subprocess.Popen([*command, *share], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, process_group=0)
+        for share in shares
+    ]
+    counted = []
+    for process in running:
+        out, err = process.communicate()
+        if process.returncode:
+            lines = err.decode(errors="replace").strip().splitlines() or [f"exit status {process.returncode}"]
+            raise OSError(f"reading shards back in a process of its own failed: {lines[-1]}")
+        counted += [ShardCount(*json.loads(line)) for line in out.splitlines()]
+    return counted
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:  # missing: count_shard says so
+        return 0
+
+
+if __name__ == "__main__":  # python -m pipeline.shard_check COMPRESSION count|index PATH...: a line per shard
+    for shard in sys.argv[3:]:
+        print(json.dumps(dataclasses.astuple(count_shard(shard, sys.argv[1], sys.argv[2] == "index"))), flush=True)

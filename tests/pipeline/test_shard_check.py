@@ -1,0 +1,84 @@
+"""pipeline.shard_check against shards TensorFlow's own writer made: each shard's records counted,
+a cut or missing shard a verdict, the record index written from the same pass; in processes of
+their own the same verdicts as on one thread, without importing Beam, and an I/O error fails the
+read-back instead of becoming a verdict."""
+
+import os
+
+import pytest
+import tensorflow as tf
+
+from pipeline.shard_check import ShardCount, count_in_processes, count_shard, index_text
+from pipeline.tfrecord_framing import FRAMING_BYTES
+
+
+def write_shard(path, payloads, compression):
+    options = tf.io.TFRecordOptions(compression_type="GZIP" if compression == "GZIP" else "")
+    with tf.io.TFRecordWriter(str(path), options) as writer:
+        for payload in payloads:
+            writer.write(payload)
+    return str(path)
+
+
+@pytest.fixture
+def shards(tmp_path):
+    """Five GZIP shards of 1 to 5 records of different sizes, one cut short, and one missing."""
+    paths = [
+        write_shard(tmp_path / f"train-{i:05d}-of-00005.gz", [os.urandom(1000 * i)] * i, "GZIP") for i in range(1, 6)
+    ]
+    cut = tmp_path / "train-00002-of-00005.gz"
+    cut.write_bytes(cut.read_bytes()[:-30])
+    return [*paths, str(tmp_path / "train-00009-of-00010.gz")]
+
+
+def test_each_shard_is_counted_or_says_why_not(shards):
+    counted = [count_shard(path, "GZIP", index=False) for path in shards]
+    assert [c.records for c in counted[2:]] == [3, 4, 5, 0] and counted[0] == ShardCount(counted[0].name, 1)
+    assert [c.error == "" for c in counted] == [True, False, True, True, True, False]
+    cut = counted[1]
+    assert cut.name == "train-00002-of-00005.gz" and cut.error == f"record {cut.records}: " + cut.error.split(": ", 1)[1]
+    assert cut.records < 2 and "ends early" in cut.error
+    assert counted[5] == ShardCount("train-00009-of-00010.gz", 0, "missing")
+
+
+def test_the_index_is_written_from_the_same_pass(tmp_path):
+    payloads = [b"", b"ab", os.urandom(5000)]
+    path = write_shard(tmp_path / "shard", payloads, "NONE")
+    assert count_shard(path, "NONE", index=True) == ShardCount("shard", 3)
+    sizes = [len(p) + FRAMING_BYTES for p in payloads]
+    offsets = [sum(sizes[:i]) for i in range(len(payloads))]
+    assert (tmp_path / "shard.idx").read_text() == index_text(list(zip(offsets, sizes, strict=True)))
+    assert index_text([(0, 16), (16, 18)]) == "0 16\n16 18\n"
+
+
+@pytest.mark.parametrize("processes", [1, 2, 4, 10])
+def test_processes_give_the_verdicts_one_thread_gives(shards, processes):
+    in_processes = count_in_processes(shards, "GZIP", False, processes)
+    assert sorted(in_processes, key=lambda c: c.name) == sorted(
+        (count_shard(path, "GZIP", False) for path in shards), key=lambda c: c.name
+    )
+
+
+def test_processes_write_the_same_index(tmp_path):
+    paths = [write_shard(tmp_path / f"s{i}", [os.urandom(300 * i)] * (i + 1), "NONE") for i in range(3)]
+    [count_shard(path, "NONE", index=True) for path in paths]
+    on_one_thread = [(tmp_path / f"s{i}.idx").read_text() for i in range(3)]
+    for i in range(3):
+        (tmp_path / f"s{i}.idx").unlink()
+    assert sorted(c.records for c in count_in_processes(paths, "NONE", True, 2)) == [1, 2, 3]
+    assert [(tmp_path / f"s{i}.idx").read_text() for i in range(3)] == on_one_thread
+
+
+def test_the_processes_do_not_import_beam(shards, tmp_path, monkeypatch):
+    """A Beam that cannot be imported, ahead of the real one on the processes' path: they still read."""
+    fake = tmp_path / "no_beam" / "apache_beam"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('a shard-check process imported Beam')\n")
+    monkeypatch.setenv("PYTHONPATH", str(fake.parent))
+    assert sum(c.records for c in count_in_processes(shards, "GZIP", False, 2)) == 13
+
+
+def test_an_io_error_in_a_process_fails_the_read_back(shards, tmp_path):
+    (tmp_path / "a-directory").mkdir()
+    with pytest.raises(OSError, match="in a process of its own failed: IsADirectoryError"):
+        count_in_processes([*shards, str(tmp_path / "a-directory")], "GZIP", False, 2)
