@@ -36,7 +36,7 @@ def test_each_shard_is_counted_or_says_why_not(shards):
     assert [c.records for c in counted[2:]] == [3, 4, 5, 0] and counted[0] == ShardCount(counted[0].name, 1)
     assert [c.error == "" for c in counted] == [True, False, True, True, True, False]
     cut = counted[1]
-    assert cut.name == "train-00002-of-00005.gz" and cut.error == f"record {cut.records}: " + cut.error.split(": ", 1)[1]
+    assert cut.name == "train-00002-of-00005.gz" and cut.error.startswith(f"record {cut.records}: ")
     assert cut.records < 2 and "ends early" in cut.error
     assert counted[5] == ShardCount("train-00009-of-00010.gz", 0, "missing")
 
