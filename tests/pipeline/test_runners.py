@@ -269,7 +269,6 @@ def test_auto_is_one_converting_process_per_usable_core_from_three_cores(cores):
     assert int(out.stdout.split()[-1]) == (cores if cores >= 3 else 0)
 
 
-
 @pytest.mark.parametrize("cores", [1, 2, 3])
 def test_the_lean_runner_reads_local_shards_back_in_a_process_per_usable_core(cores):
     available = len(os.sched_getaffinity(0))
@@ -290,6 +289,7 @@ def test_other_runners_read_shards_back_on_their_workers():
         ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
     ):
         assert shard_check_processes(_options(*flags), "/data/out") == 0, flags
+
 
 def test_only_the_lean_runner_writes_image_records_while_reading():
     shards = {"train": 10, "validation": 2}
