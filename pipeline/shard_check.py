@@ -92,9 +92,9 @@ def count_in_processes(paths: list[str], compression: str, index: bool, processe
         subprocess.Popen([*command, *share], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, process_group=0)
         for share in shares
     ]
+    answers = [(process, *process.communicate()) for process in running]
     counted = []
-    for process in running:
-        out, err = process.communicate()
+    for process, out, err in answers:
         if process.returncode:
             lines = err.decode(errors="replace").strip().splitlines() or [f"exit status {process.returncode}"]
             raise OSError(f"reading shards back in a process of its own failed: {lines[-1]}")
