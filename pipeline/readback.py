@@ -15,7 +15,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipeline.contract.layout import ShardedFileTemplate, join
 from pipeline.planning import Plan
-from pipeline.shard_check import ShardCount, count_in_processes, count_shard
+from pipeline.shard_check import ShardCount, count_shard, count_shards
 from transforms.counting import counter
 
 
@@ -48,7 +48,7 @@ class CountShardRecords(beam.DoFn):
     """Reads each shard back (pipeline.shard_check) and counts it. A missing or broken shard is a
     verdict (ShardCount.error), not a failure of the step; an I/O error fails the bundle, which
     the runner retries. With `processes` (a local run's local shards) a bundle's shards are read
-    in that many processes at once when it ends."""
+    when it ends, in that many processes at once if they are large enough to gain from it."""
 
     def __init__(self, compression: str, index: bool, processes: int = 0):
         self._compression, self._index, self._processes = compression, index, processes
@@ -64,7 +64,7 @@ class CountShardRecords(beam.DoFn):
 
     def finish_bundle(self):
         if self._paths:
-            for shard in count_in_processes(self._paths, self._compression, self._index, self._processes):
+            for shard in count_shards(self._paths, self._compression, self._index, self._processes):
                 yield GlobalWindows.windowed_value(self._counted(shard))
 
     def _counted(self, shard: ShardCount) -> ShardCount:

@@ -2,7 +2,7 @@
 index written beside it (pipeline.readback compares the counts with what the job produced).
 
 Without Beam for local shards (remote ones load pipeline.storage when one is read), so that a
-local run reads its shards back in processes of its own, all at once (`count_in_processes`, which
+local run reads its shards back in processes of its own, all at once (`count_shards`, which
 runs this module as `python -m pipeline.shard_check`), instead of one after another on the
 runner's one thread.
 """
@@ -74,11 +74,19 @@ def _write_text(path: str, text: str) -> None:
         f.write(text)
 
 
-def count_in_processes(paths: list[str], compression: str, index: bool, processes: int) -> list[ShardCount]:
-    """count_shard of each local shard in `processes` processes at once, each given shards of
-    about equal bytes; raises what a process failed with (an I/O error: the run fails, as it
-    would in-process)."""
+# Below this many bytes of shards in all, starting the processes (0.07 s each) costs more than
+# they save (README, Performance).
+IN_PROCESSES_FROM_BYTES = 256 << 20
+
+
+def count_shards(paths: list[str], compression: str, index: bool, processes: int) -> list[ShardCount]:
+    """count_shard of each local shard: in `processes` processes at once, each given shards of
+    about equal bytes, when they hold at least IN_PROCESSES_FROM_BYTES in all, else one after
+    another here. Raises what a process failed with (an I/O error: the run fails, as it would
+    here)."""
     sizes = {path: _size(path) for path in paths}
+    if sum(sizes.values()) < IN_PROCESSES_FROM_BYTES:
+        return [count_shard(path, compression, index) for path in paths]
     shares = [[] for _ in range(min(processes, len(paths)))]
     loads = [0] * len(shares)
     for path in sorted(paths, key=sizes.get, reverse=True):  # the largest first, each to the least loaded

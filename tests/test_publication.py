@@ -19,9 +19,12 @@ import time
 import apache_beam as beam
 import numpy
 import pytest
+from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
+from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image
 
 import pipeline.build
+from pipeline import shard_check
 from pipeline.cli import main
 from pipeline.contract.layout import SHARD_PARTS_FOLDER
 from pipeline.folder_store import RUN_FOLDER_PREFIXES, FolderPublication
@@ -172,6 +175,19 @@ def test_a_broken_or_missing_shard_is_a_verdict(old_dataset, tmp_path):
     assert whole == ShardCount(shard.name, load_manifest(out).splits["train"].shard_lengths[0])
     assert broken.error and "truncated" in broken.error or "ends early" in broken.error
     assert missing.error == "missing"
+
+
+def test_a_local_run_reads_its_shards_back_in_processes_with_the_same_verdicts(old_dataset, tmp_path, monkeypatch):
+    monkeypatch.setattr(shard_check, "IN_PROCESSES_FROM_BYTES", 0)  # these shards are small
+    out, _ = old_dataset
+    shards = sorted(str(p) for p in out.glob("*.tfrecord.gz"))
+    cut = tmp_path / pathlib.Path(shards[0]).name
+    cut.write_bytes(pathlib.Path(shards[0]).read_bytes()[:-20])
+    paths = [*shards[1:], str(cut), str(tmp_path / "nothing.tfrecord.gz")]
+    expected = [next(iter(CountShardRecords("GZIP", index=False).process(path))) for path in paths]
+    with beam.Pipeline(runner=BundleBasedDirectRunner()) as p:
+        counted = p | beam.Create(paths, reshuffle=False) | beam.ParDo(CountShardRecords("GZIP", False, processes=2))
+        assert_that(counted, equal_to(expected))
 
 
 def test_an_interrupted_run_leaves_nothing_behind_and_says_so_in_one_line(tmp_path):

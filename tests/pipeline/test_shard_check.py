@@ -8,7 +8,8 @@ import os
 import pytest
 import tensorflow as tf
 
-from pipeline.shard_check import ShardCount, count_in_processes, count_shard, index_text
+from pipeline import shard_check
+from pipeline.shard_check import ShardCount, count_shard, count_shards, index_text
 from pipeline.tfrecord_framing import FRAMING_BYTES
 
 
@@ -18,6 +19,12 @@ def write_shard(path, payloads, compression):
         for payload in payloads:
             writer.write(payload)
     return str(path)
+
+
+@pytest.fixture
+def in_processes(monkeypatch):
+    """Shards of any size are read in processes (the tests' shards are far below the threshold)."""
+    monkeypatch.setattr(shard_check, "IN_PROCESSES_FROM_BYTES", 0)
 
 
 @pytest.fixture
@@ -52,33 +59,42 @@ def test_the_index_is_written_from_the_same_pass(tmp_path):
 
 
 @pytest.mark.parametrize("processes", [1, 2, 4, 10])
-def test_processes_give_the_verdicts_one_thread_gives(shards, processes):
-    in_processes = count_in_processes(shards, "GZIP", False, processes)
+def test_processes_give_the_verdicts_one_thread_gives(shards, processes, in_processes):
+    in_processes = count_shards(shards, "GZIP", False, processes)
     assert sorted(in_processes, key=lambda c: c.name) == sorted(
         (count_shard(path, "GZIP", False) for path in shards), key=lambda c: c.name
     )
 
 
-def test_processes_write_the_same_index(tmp_path):
+def test_processes_write_the_same_index(tmp_path, in_processes):
     paths = [write_shard(tmp_path / f"s{i}", [os.urandom(300 * i)] * (i + 1), "NONE") for i in range(3)]
     [count_shard(path, "NONE", index=True) for path in paths]
     on_one_thread = [(tmp_path / f"s{i}.idx").read_text() for i in range(3)]
     for i in range(3):
         (tmp_path / f"s{i}.idx").unlink()
-    assert sorted(c.records for c in count_in_processes(paths, "NONE", True, 2)) == [1, 2, 3]
+    assert sorted(c.records for c in count_shards(paths, "NONE", True, 2)) == [1, 2, 3]
     assert [(tmp_path / f"s{i}.idx").read_text() for i in range(3)] == on_one_thread
 
 
-def test_the_processes_do_not_import_beam(shards, tmp_path, monkeypatch):
+def test_the_processes_do_not_import_beam(shards, tmp_path, monkeypatch, in_processes):
     """A Beam that cannot be imported, ahead of the real one on the processes' path: they still read."""
     fake = tmp_path / "no_beam" / "apache_beam"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('a shard-check process imported Beam')\n")
     monkeypatch.setenv("PYTHONPATH", str(fake.parent))
-    assert sum(c.records for c in count_in_processes(shards, "GZIP", False, 2)) == 13
+    here = [count_shard(path, "GZIP", False) for path in shards]
+    assert sorted(count_shards(shards, "GZIP", False, 2), key=lambda c: c.name) == sorted(here, key=lambda c: c.name)
 
 
-def test_an_io_error_in_a_process_fails_the_read_back(shards, tmp_path):
+def test_an_io_error_in_a_process_fails_the_read_back(shards, tmp_path, in_processes):
     (tmp_path / "a-directory").mkdir()
     with pytest.raises(OSError, match="in a process of its own failed: IsADirectoryError"):
-        count_in_processes([*shards, str(tmp_path / "a-directory")], "GZIP", False, 2)
+        count_shards([*shards, str(tmp_path / "a-directory")], "GZIP", False, 2)
+
+
+def test_shards_too_small_to_gain_are_read_here(shards, tmp_path):
+    """No process is started: the I/O error is raised here, as it is, not by a process."""
+    (tmp_path / "a-directory").mkdir()
+    with pytest.raises(IsADirectoryError):
+        count_shards([*shards, str(tmp_path / "a-directory")], "GZIP", False, 2)
+    assert count_shards(shards, "GZIP", False, 2) == [count_shard(path, "GZIP", False) for path in shards]
