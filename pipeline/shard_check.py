@@ -100,13 +100,17 @@ def count_shards(paths: list[str], compression: str, index: bool, processes: int
         subprocess.Popen([*command, *share], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, process_group=0)
         for share in shares
     ]
-    answers = [(process, *process.communicate()) for process in running]
+    answers = [(share, process, *process.communicate()) for share, process in zip(shares, running, strict=True)]
     counted = []
-    for process, out, err in answers:
-        if process.returncode:
-            lines = err.decode(errors="replace").strip().splitlines() or [f"exit status {process.returncode}"]
-            raise OSError(f"reading shards back in a process of its own failed: {lines[-1]}")
-        counted += [ShardCount(*json.loads(line)) for line in out.splitlines()]
+    for share, process, out, err in answers:
+        lines = out.splitlines()
+        if process.returncode or len(lines) != len(share):
+            said = err.decode(errors="replace").strip().splitlines()
+            why = (
+                said[-1] if said else f"exit status {process.returncode}, {len(lines)} answers for {len(share)} shards"
+            )
+            raise OSError(f"reading shards back in a process of its own failed: {why}")
+        counted += [ShardCount(*json.loads(line)) for line in lines]
     return counted
 
 

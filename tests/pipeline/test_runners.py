@@ -254,33 +254,33 @@ def test_the_lean_runner_converts_in_as_many_processes_as_set():
     assert image_processes(_options(), 0) == 0
 
 
-@pytest.mark.parametrize("cores", [1, 2, 3, 4])
-def test_auto_is_one_converting_process_per_usable_core_from_three_cores(cores):
-    """Under taskset-like affinity, as a CI container or `taskset -c` gives it."""
+def on_cores(cores: int, expression: str) -> list[str]:
+    """What `expression` (of pipeline.runners' names) prints in a fresh process allowed `cores`
+    cores, as taskset or a CI container's cpuset allows them; skips when this machine has fewer."""
     available = len(os.sched_getaffinity(0))
     if cores > available:
         pytest.skip(f"this machine lets the tests use {available} cores")
     script = (
         "import os, sys; os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:int(sys.argv[1])]));"
-        "from pipeline.runners import image_processes, pipeline_options;"
-        "print(image_processes(pipeline_options([]), 'auto'))"
+        f"from pipeline.runners import *; print({expression})"
     )
     out = subprocess.run([sys.executable, "-c", script, str(cores)], capture_output=True, text=True, check=True)
-    assert int(out.stdout.split()[-1]) == (cores if cores >= 3 else 0)
+    return out.stdout.split()
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 4])
+def test_auto_is_one_converting_process_per_usable_core_from_three_cores(cores):
+    printed = on_cores(cores, "image_processes(pipeline_options([]), 'auto')")
+    assert int(printed[-1]) == (cores if cores >= 3 else 0)
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3])
 def test_the_lean_runner_reads_local_shards_back_in_a_process_per_usable_core(cores):
-    available = len(os.sched_getaffinity(0))
-    if cores > available:
-        pytest.skip(f"this machine lets the tests use {available} cores")
-    script = (
-        "import os, sys; os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:int(sys.argv[1])]));"
-        "from pipeline.runners import shard_check_processes, pipeline_options;"
-        "print(shard_check_processes(pipeline_options([]), '/data/out'), shard_check_processes(pipeline_options([]), 'gs://b/out'))"
+    local, remote = (
+        "shard_check_processes(pipeline_options([]), '/data/out')",
+        "shard_check_processes(pipeline_options([]), 'gs://b/out')",
     )
-    out = subprocess.run([sys.executable, "-c", script, str(cores)], capture_output=True, text=True, check=True)
-    assert out.stdout.split()[-2:] == [str(cores if cores >= 2 else 0), "0"]
+    assert on_cores(cores, f"{local}, {remote}")[-2:] == [str(cores if cores >= 2 else 0), "0"]
 
 
 def test_other_runners_read_shards_back_on_their_workers():
