@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from isal import igzip_lib  # inflates faster than zlib (README, Performance)
 
 from pipeline.contract.layout import GZIP, is_remote
-from pipeline.tfrecord_framing import masked_crc32c
+from pipeline.tfrecord_framing import FRAMING_BYTES, masked_crc32c
 
 CHUNK_BYTES = 1 << 20
 
@@ -54,7 +54,7 @@ def read_framed_records(path: str, compression: str = GZIP) -> Iterator[tuple[in
                 if masked_crc32c(data) != struct.unpack("<I", crc)[0]:
                     raise RecordError(index, "data CRC mismatch (corrupt record)")
                 yield offset, data
-                index, offset = index + 1, offset + 12 + length + 4
+                index, offset = index + 1, offset + length + FRAMING_BYTES
         except RecordError as e:
             if e.record < 0:  # from the GZIP layer: name the record being read
                 raise RecordError(index, e.message) from None
