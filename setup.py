@@ -53,7 +53,7 @@ setuptools.setup(
     },
     entry_points={
         "console_scripts": [
-            "tfrecord-pipeline = pipeline.cli:exit_with_main",
+            "tfrecord-pipeline = pipeline.__main__:main",
             "tfrecord-train = trainer.__main__:main",
         ]
     },

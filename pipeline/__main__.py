@@ -1,5 +1,16 @@
-"""`python -m pipeline ...`"""
+"""`python -m pipeline ...`, and the installed `tfrecord-pipeline` (setup.py's console scripts)."""
 
-from pipeline.cli import exit_with_main
+import sys
 
-exit_with_main()
+from pipeline.cloud_modules import leave_out_unless_needed
+
+
+def main() -> None:
+    leave_out_unless_needed(sys.argv[1:])  # before anything imports Beam
+    from pipeline.cli import exit_with_main  # imports Beam
+
+    exit_with_main()
+
+
+if __name__ == "__main__":
+    main()

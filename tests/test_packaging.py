@@ -159,7 +159,7 @@ def test_the_wheel_holds_the_trainer_the_commands_and_the_extras(installed):
         scripts = zf.read(entry_points).decode()
     assert {n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n} == set(PACKAGES)
     assert {"trainer/train.py", "trainer/__main__.py", "pipeline/contract/tf_import.py"} <= set(names)
-    assert "tfrecord-pipeline = pipeline.cli:exit_with_main" in scripts
+    assert "tfrecord-pipeline = pipeline.__main__:main" in scripts
     assert "tfrecord-train = trainer.__main__:main" in scripts
     parsed = [Requirement(line.split(":", 1)[1]) for line in requires]
     base = {r.name for r in parsed if not r.marker}  # what every install gets, Dataflow workers included

@@ -1,0 +1,92 @@
+"""A command that runs locally on local data starts without Beam's Google Cloud modules.
+
+`import apache_beam` loads Beam's Google Cloud I/O (GCS, BigQuery, Pub/Sub) and the Dataflow API
+client whenever the gcp extra is installed, as it is here: a large share of a local run's start-up
+(README, Performance) for modules such a run never calls. Beam imports each of them inside
+`try ... except ImportError` (apache_beam/io/__init__.py, io/filesystems.py,
+runners/dataflow/dataflow_runner.py, the BundleBasedDirectRunner's Pub/Sub overrides), as for an
+installation without the extra. So the process entry (pipeline.__main__), before anything imports
+Beam, makes CLOUD_PACKAGES unimportable when its command line can touch nothing remote
+(`needs_cloud`): Beam then starts as it would without the extra.
+
+The lean local runner only: `--runner` (named runners take other paths through Beam, some of which
+import Pub/Sub unguarded) and `--direct_num_workers` (the FnApiRunner) keep every module, as does
+anything that names a remote path or may find one in its data (an image CSV lists its images'
+URIs). A module this leaves out fails loudly if something imports it anyway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.abc
+import sys
+
+import yaml
+
+from pipeline.flags import COMMAND_FLAGS
+
+CLOUD_PACKAGES = ("apache_beam.io.gcp", "google.cloud")
+_BEAM_RUNNER_FLAGS = ("--runner", "--direct_num_workers")
+
+
+class _Unparsed(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """Parses as the command will (abbreviations included), raising instead of exiting: the
+    command itself reports a bad command line."""
+
+    def error(self, message):
+        raise _Unparsed(message)
+
+
+def needs_cloud(argv: list[str]) -> bool:
+    """Whether a `python -m pipeline` command line may touch Google Cloud or a runner other than
+    the lean local one. False only for `convert` and `refresh` of local paths (the given or
+    configured input and output) of a kind other than image_csv, with no remote path in any
+    argument, on the default local runner; True whenever that cannot be told (a config file that
+    does not read, a flag that does not parse)."""
+    command, args = (argv[0], argv[1:]) if argv and not argv[0].startswith("-") else ("convert", argv)
+    if command not in COMMAND_FLAGS or any("://" in arg for arg in args):
+        return True
+    parser = _Parser(add_help=False)
+    for flag in COMMAND_FLAGS[command]:
+        flag.add_to(parser)
+    try:
+        ours, beam_args = parser.parse_known_args(args)
+        configured = _config_file(ours.config) if ours.config else {}
+    except (_Unparsed, OSError, yaml.YAMLError, ValueError):
+        return True
+    if any(arg.split("=", 1)[0] in _BEAM_RUNNER_FLAGS for arg in beam_args):
+        return True
+    kind = ours.kind or configured.get("kind")
+    paths = (ours.input or configured.get("input"), ours.output or configured.get("output"))
+    return kind == "image_csv" or any("://" in str(path) for path in paths if path)
+
+
+def _config_file(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        values = yaml.safe_load(f)
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: not a mapping")
+    return values
+
+
+class _LeftOut(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if any(name == package or name.startswith(package + ".") for package in CLOUD_PACKAGES):
+            raise ModuleNotFoundError(f"No module named {name!r} (left out: pipeline.cloud_modules)", name=name)
+        return None
+
+
+def leave_out_unless_needed(argv: list[str]) -> bool:
+    """Makes CLOUD_PACKAGES unimportable in this process unless `needs_cloud(argv)`, or Beam is
+    imported already (its modules are then loaded, or left out by Beam's own choice). True if it
+    did."""
+    if "apache_beam" in sys.modules or needs_cloud(argv):
+        return False
+    sys.meta_path.insert(0, _LeftOut())
+    return True

@@ -1,0 +1,133 @@
+"""A local run of local data starts without Beam's Google Cloud modules, and every other command
+line keeps them (pipeline.cloud_modules)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.cloud_modules import CLOUD_PACKAGES, needs_cloud
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--input", "photos", "--output", "out"],
+        ["convert", "--input=photos", "--kind", "images"],
+        ["refresh", "--input", "photos", "--output", "versions", "--keep", "3"],
+        ["--kind", "csv", "--input", "tables/*.csv"],
+        ["--direct_running_mode", "in_memory", "--temp_location", "/tmp/beam"],
+    ],
+)
+def test_local_command_lines_leave_the_cloud_modules_out(argv):
+    assert not needs_cloud(argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--input", "gs://bucket/photos"],
+        ["--input", "photos", "--output=gs://bucket/out"],
+        ["--input", "photos", "--temp_location", "gs://bucket/tmp"],
+        ["--input", "photos", "--runner", "DirectRunner"],
+        ["--input", "photos", "--runner=DataflowRunner"],
+        ["--input", "photos", "--direct_num_workers", "2"],
+        ["--input", "rows.csv", "--kind", "image_csv"],
+        ["--input", "rows.csv", "--ki=image_csv"],  # abbreviated, as argparse takes it
+        ["inspect", "out"],
+        ["--num_shards", "many"],  # the command itself reports the bad value
+    ],
+)
+def test_command_lines_that_may_touch_the_cloud_keep_them(argv):
+    assert needs_cloud(argv)
+
+
+def test_a_bad_command_line_is_left_to_the_command_to_report(capsys):
+    assert needs_cloud(["--num_shards", "many", "--kind", "nonsense"])
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("config", "flags", "cloud"),
+    [
+        ("kind: images\ninput: photos\noutput: out\n", [], False),
+        ("", [], False),
+        ("output: gs://bucket/out\n", [], True),
+        ("input: gs://bucket/photos\n", ["--input", "photos"], False),  # the flag wins
+        ("kind: image_csv\ninput: rows.csv\n", [], True),
+        ("kind: image_csv\n", ["--kind", "images"], False),
+        ("- not\n- a mapping\n", [], True),
+        ("input: [unclosed\n", [], True),
+    ],
+)
+def test_a_config_file_counts_as_its_settings(tmp_path, config, flags, cloud):
+    path = tmp_path / "settings.yaml"
+    path.write_text(config)
+    assert needs_cloud(["--conf", str(path), *flags]) is cloud  # abbreviated too
+
+
+def test_an_unreadable_config_keeps_them(tmp_path):
+    assert needs_cloud(["--config", str(tmp_path / "missing.yaml")])
+
+
+_LOADED = (
+    "import atexit, sys\n"
+    "before = set(sys.modules)\n"  # google.cloud itself: a namespace package that site's .pth files make
+    "loaded = lambda: sorted(m for m in set(sys.modules) - before if m.startswith({prefixes}))\n"
+    "atexit.register(lambda: print('LOADED', loaded()))\n"
+    "sys.argv[0] = 'pipeline'\n"
+    "from pipeline.__main__ import main\n"
+    "main()\n"
+)
+
+
+def _run_entry(*args: str) -> subprocess.CompletedProcess:
+    """The process entry, as `python -m pipeline ARGS` runs it, printing at exit which modules of
+    CLOUD_PACKAGES the process loaded."""
+    code = _LOADED.format(prefixes=tuple(CLOUD_PACKAGES))
+    environ = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=environ, timeout=300, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory) -> pathlib.Path:
+    folder = tmp_path_factory.mktemp("cloud_modules") / "photos"
+    for label_dir in sorted((REPO / "sample" / "images").iterdir()):
+        (folder / label_dir.name).mkdir(parents=True)
+        for path in sorted(label_dir.iterdir())[:3]:
+            shutil.copy(path, folder / label_dir.name / path.name)
+    return folder
+
+
+def _loaded(result: subprocess.CompletedProcess) -> list[str]:
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("LOADED ")]
+    return ast.literal_eval(line.removeprefix("LOADED "))
+
+
+def test_a_local_run_converts_everything_without_them(photos, tmp_path):
+    out = tmp_path / "out"
+    result = _run_entry("--input", str(photos), "--output", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _loaded(result) == []
+    manifest = json.loads((out / "manifest.json").read_text())
+    listed = sum(1 for p in photos.rglob("*") if p.is_file())
+    assert manifest["counts"]["listed"] == manifest["counts"]["written"] == listed and not manifest["rejected"]
+    assert "GCSFileSystem" not in result.stderr  # Beam's warning for a file system that fails to import
+
+
+def test_a_run_on_another_runner_keeps_them(photos, tmp_path):
+    result = _run_entry("--input", str(photos), "--output", str(tmp_path / "out"), "--direct_num_workers", "2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert {"apache_beam.io.gcp.gcsfilesystem", "google.cloud.storage"} <= set(_loaded(result))
