@@ -1,13 +1,14 @@
 """A command that runs locally on local data starts without Beam's Google Cloud modules.
 
-`import apache_beam` loads Beam's Google Cloud I/O (GCS, BigQuery, Pub/Sub) and the Dataflow API
-client whenever the gcp extra is installed, as it is here: a large share of a local run's start-up
-(README, Performance) for modules such a run never calls. Beam imports each of them inside
-`try ... except ImportError` (apache_beam/io/__init__.py, io/filesystems.py,
-runners/dataflow/dataflow_runner.py, the BundleBasedDirectRunner's Pub/Sub overrides), as for an
-installation without the extra. So the process entry (pipeline.__main__), before anything imports
-Beam, makes CLOUD_PACKAGES unimportable when its command line can touch nothing remote
-(`needs_cloud`): Beam then starts as it would without the extra.
+`import apache_beam` loads Beam's Google Cloud I/O (GCS, BigQuery, Pub/Sub), the Dataflow API
+client and Google's older API client (apitools) whenever the gcp extra is installed, as it is here:
+a large share of a local run's start-up (README, Performance) for modules such a run never calls.
+Beam imports each of them inside `try ... except ImportError` (apache_beam/io/__init__.py,
+io/filesystems.py, runners/dataflow/dataflow_runner.py, utils/retry.py, the
+BundleBasedDirectRunner's Pub/Sub overrides), as for an installation without the extra. So the
+process entry (pipeline.__main__), before anything imports Beam, makes CLOUD_PACKAGES
+unimportable when its command line can touch nothing remote (`needs_cloud`): Beam then starts as
+it would without the extra.
 
 The lean local runner only: `--runner` (named runners take other paths through Beam, some of which
 import Pub/Sub unguarded) and `--direct_num_workers` (the FnApiRunner) keep every module, as does
@@ -25,7 +26,7 @@ import yaml
 
 from pipeline.flags import COMMAND_FLAGS
 
-CLOUD_PACKAGES = ("apache_beam.io.gcp", "google.cloud")
+CLOUD_PACKAGES = ("apache_beam.io.gcp", "google.cloud", "apitools")
 _BEAM_RUNNER_FLAGS = ("--runner", "--direct_num_workers")
 
 
