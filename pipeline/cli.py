@@ -16,14 +16,13 @@ import logging
 import sys
 from collections.abc import Callable
 
+from pipeline.flags import DEBUG_FLAG
 from pipeline.job import EXIT_FAILED
 from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas
 
 # Sub-commands named by the first argument; anything else is the conversion's flags.
 SUBCOMMANDS = ("convert", "refresh", "inspect")
 
-
-DEBUG_FLAG = "--debug"
 EXIT_INTERRUPTED = 130  # a shell's code for a command stopped by Ctrl-C (128 + SIGINT)
 _LOG = logging.getLogger("pipeline")
 

@@ -24,7 +24,7 @@ import sys
 
 import yaml
 
-from pipeline.flags import COMMAND_FLAGS
+from pipeline.flags import COMMAND_FLAGS, DEBUG_FLAG
 
 CLOUD_PACKAGES = ("apache_beam.io.gcp", "google.cloud", "apitools")
 _BEAM_RUNNER_FLAGS = ("--runner", "--direct_num_workers")
@@ -48,6 +48,7 @@ def needs_cloud(argv: list[str]) -> bool:
     configured input and output) of a kind other than image_csv, with no remote path in any
     argument, on the default local runner; True whenever that cannot be told (a config file that
     does not read, a flag that does not parse)."""
+    argv = [arg for arg in argv if arg != DEBUG_FLAG]  # as pipeline.cli takes it out
     command, args = (argv[0], argv[1:]) if argv and not argv[0].startswith("-") else ("convert", argv)
     if command not in COMMAND_FLAGS or any("://" in arg for arg in args):
         return True

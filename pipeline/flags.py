@@ -17,6 +17,7 @@ from pipeline.contract.manifest import KINDS
 
 _SHARDING_KEYS = ("num_shards", "reader_hosts", "target_shard_mib")
 INSTALLED_COMMAND = "tfrecord-pipeline"  # setup.py's console script
+DEBUG_FLAG = "--debug"  # accepted anywhere on any command's line, taken out before parsing (pipeline.cli)
 
 
 def command_name(subcommand: str = "") -> str:

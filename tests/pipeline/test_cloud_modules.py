@@ -25,6 +25,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
         ["--input", "photos", "--output", "out"],
         ["convert", "--input=photos", "--kind", "images"],
         ["refresh", "--input", "photos", "--output", "versions", "--keep", "3"],
+        ["--debug", "refresh", "--input", "photos", "--debug"],
         ["--kind", "csv", "--input", "tables/*.csv"],
         ["--direct_running_mode", "in_memory", "--temp_location", "/tmp/beam"],
     ],
@@ -45,6 +46,7 @@ def test_local_command_lines_leave_the_cloud_modules_out(argv):
         ["--input", "rows.csv", "--kind", "image_csv"],
         ["--input", "rows.csv", "--ki=image_csv"],  # abbreviated, as argparse takes it
         ["inspect", "out"],
+        ["--debug", "inspect", "out"],
         ["--num_shards", "many"],  # the command itself reports the bad value
     ],
 )
