@@ -4,8 +4,11 @@ TensorFlow and checked record by record against their sources."""
 from __future__ import annotations
 
 import io
+import os
 import pathlib
 import shutil
+import subprocess
+import sys
 import zlib
 
 import numpy as np
@@ -183,6 +186,30 @@ def test_error_budget_exceeded_still_reports_then_fails(messy_folder, tmp_path):
     assert manifest.error_budget_exceeded and manifest.counts.errors == len(BROKEN)
     assert not list(out.glob("*.tfrecord.gz"))
     assert len(read_dead_letters(out)) == len(BROKEN)
+
+
+@pytest.mark.parametrize("processes", [0, 2])
+def test_fifos_and_device_links_are_dead_letters_not_hangs(tmp_path, processes):
+    """A FIFO named like an image would block its read until some writer opened it, and a link
+    to /dev/zero would read until memory ran out: each is a dead letter, and the run ends. Run as
+    a process with a time limit, so that a hang fails the test instead of the suite."""
+    source, out, config = tmp_path / "photos", tmp_path / "ds", tmp_path / "config.yaml"
+    (source / "circle").mkdir(parents=True)
+    for path in sorted((SAMPLE / "images/circle").iterdir())[:4]:
+        shutil.copy(path, source / "circle" / path.name)
+    os.mkfifo(source / "circle/pipe.jpg")
+    os.symlink("/dev/zero", source / "circle/endless.jpg")
+    config.write_text(f"image: {{local_processes: {processes}}}\n")
+    argv = ["--input", source, "--output", out, "--config", config, "--max_error_fraction", "0.5"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", *map(str, argv)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    letters = {pathlib.Path(d["source"]).name: d for d in read_dead_letters(out)}
+    assert sorted(letters) == ["endless.jpg", "pipe.jpg"]
+    assert all(d["stage"] == "read" and "not a regular file" in d["reason"] for d in letters.values()), letters
+    manifest = load_manifest(out)
+    assert (manifest.counts.listed, manifest.counts.written, manifest.counts.errors) == (6, 4, 2)
 
 
 def test_existing_output_needs_overwrite(tmp_path):
