@@ -6,9 +6,9 @@ a large share of a local run's start-up (README, Performance) for modules such a
 Beam imports each of them inside `try ... except ImportError` (apache_beam/io/__init__.py,
 io/filesystems.py, runners/dataflow/dataflow_runner.py, utils/retry.py, the
 BundleBasedDirectRunner's Pub/Sub overrides), as for an installation without the extra. So the
-process entry (pipeline.__main__), before anything imports Beam, makes CLOUD_PACKAGES
-unimportable when its command line can touch nothing remote (`needs_cloud`): Beam then starts as
-it would without the extra.
+process entry (pipeline.__main__), before anything imports Beam, makes CLOUD_PACKAGES (but for
+STILL_IMPORTABLE) unimportable when its command line can touch nothing remote (`needs_cloud`):
+Beam then starts as it would without the extra.
 
 The lean local runner only: `--runner` (named runners take other paths through Beam, some of which
 import Pub/Sub unguarded) and `--direct_num_workers` (the FnApiRunner) keep every module, as does
@@ -91,9 +91,9 @@ class _LeftOut(importlib.abc.MetaPathFinder):
 
 
 def leave_out_unless_needed(argv: list[str]) -> bool:
-    """Makes CLOUD_PACKAGES unimportable in this process unless `needs_cloud(argv)`, or Beam is
-    imported already (its modules are then loaded, or left out by Beam's own choice). True if it
-    did."""
+    """Makes CLOUD_PACKAGES (but for STILL_IMPORTABLE) unimportable in this process unless
+    `needs_cloud(argv)`, or Beam is imported already (its modules are then loaded, or left out by
+    Beam's own choice). True if it did."""
     if "apache_beam" in sys.modules or needs_cloud(argv):
         return False
     sys.meta_path.insert(0, _LeftOut())
