@@ -102,7 +102,15 @@ class _Worker:
 
     def stop(self) -> None:
         """Closes the requests (the process ends) and waits for it."""
+        self.close_requests()
+        self.wait()
+
+    def close_requests(self) -> None:
+        """Ends the process: it exits once it has answered what it was sent."""
         self.requests.close()
+
+    def wait(self) -> None:
+        """Waits for the process to exit (killing it after 5 s), then closes its results."""
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -186,10 +194,13 @@ class ConvertPool:
             worker.send(_RELEASE)
 
     def shutdown(self) -> None:
+        """Ends every process, all at once: each one's interpreter takes a while to exit."""
         workers, self._workers = self._workers, []
         for worker in workers:
             self._answers.unregister(worker.results)
-            worker.stop()
+            worker.close_requests()
+        for worker in workers:
+            worker.wait()
         self._answers.close()
 
 
@@ -197,3 +208,8 @@ if __name__ == "__main__":  # a converting process: results on a copy of stdout,
     _results = Connection(os.dup(1), readable=False)
     os.dup2(2, 1)
     _serve(Connection(os.dup(0), writable=False), _results)
+    # Without the interpreter's teardown, which the runner would wait for: records went out through
+    # os.write, so only the log's streams hold anything buffered.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
