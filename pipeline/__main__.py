@@ -2,7 +2,7 @@
 
 import sys
 
-from pipeline.cloud_modules import leave_out_unless_needed
+from pipeline.unused_modules import leave_out_unless_needed
 
 
 def main() -> None:

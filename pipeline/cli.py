@@ -1,7 +1,7 @@
 """Command line: `python -m pipeline [convert] [convert flags]`, `python -m pipeline refresh ...` and
 `python -m pipeline inspect DEST ...` (pipeline.commands). Sets up logging and dispatches. The
 process entry (`python -m pipeline`, the installed `tfrecord-pipeline`) is pipeline.__main__, which
-decides what Beam may import (pipeline.cloud_modules) before it imports this module.
+decides what Beam may import (pipeline.unused_modules) before it imports this module.
 
 Without `--debug` (accepted anywhere on the line) every log record is one line, tracebacks
 included (Beam logs a failing bundle's traceback at each retry), and an unexpected error ends

@@ -1,14 +1,16 @@
-"""A command that runs locally on local data starts without Beam's Google Cloud modules.
+"""A command that runs locally on local data starts without the modules of Beam it never calls.
 
 `import apache_beam` loads Beam's Google Cloud I/O (GCS, BigQuery, Pub/Sub), the Dataflow API
-client and Google's older API client (apitools) whenever the gcp extra is installed, as it is here:
-a large share of a local run's start-up (README, Performance) for modules such a run never calls.
-Beam imports each of them inside `try ... except ImportError` (apache_beam/io/__init__.py,
-io/filesystems.py, runners/dataflow/dataflow_runner.py, utils/retry.py, the
-BundleBasedDirectRunner's Pub/Sub overrides), as for an installation without the extra. So the
-process entry (pipeline.__main__), before anything imports Beam, makes CLOUD_PACKAGES (but for
-STILL_IMPORTABLE) unimportable when its command line can touch nothing remote (`needs_cloud`):
-Beam then starts as it would without the extra.
+client and Google's older API client (apitools) whenever the gcp extra is installed, as it is here,
+and the libraries of Beam's other integrations whenever they are installed, as on most ML
+workstations: pandas and pyarrow (DataFrame and Arrow type hints, Parquet I/O), pymongo (MongoDB
+I/O). That is a large share of a local run's start-up (README, Performance) for modules such a run
+never calls. Beam imports each of them inside `try ... except ImportError` (apache_beam/io/__init__.py,
+io/filesystems.py, io/mongodbio.py, io/parquetio.py, typehints/__init__.py,
+runners/dataflow/dataflow_runner.py, utils/retry.py, the BundleBasedDirectRunner's Pub/Sub
+overrides), as for an installation without them. So the process entry (pipeline.__main__), before
+anything imports Beam, makes LEFT_OUT (but for STILL_IMPORTABLE) unimportable when its command line
+can touch nothing remote (`needs_cloud`): Beam then starts as it would without them.
 
 The lean local runner only: `--runner` (named runners take other paths through Beam, some of which
 import Pub/Sub unguarded) and `--direct_num_workers` (the FnApiRunner) keep every module, as does
@@ -27,6 +29,8 @@ import yaml
 from pipeline.flags import COMMAND_FLAGS, DEBUG_FLAG
 
 CLOUD_PACKAGES = ("apache_beam.io.gcp", "google.cloud", "apitools")
+INTEGRATION_PACKAGES = ("pandas", "pyarrow", "pymongo", "bson")  # bson: pymongo's
+LEFT_OUT = CLOUD_PACKAGES + INTEGRATION_PACKAGES
 # Left importable: Beam's core imports its Pub/Sub module unguarded wherever it looks for Pub/Sub
 # sources and sinks (apache_beam/io/iobase.py: every Write, such as WriteToTFRecord, on expanding),
 # and that module imports google.cloud.pubsub only inside `try`.
@@ -85,13 +89,13 @@ class _LeftOut(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name in STILL_IMPORTABLE:
             return None
-        if any(name == package or name.startswith(package + ".") for package in CLOUD_PACKAGES):
-            raise ModuleNotFoundError(f"No module named {name!r} (left out: pipeline.cloud_modules)", name=name)
+        if any(name == package or name.startswith(package + ".") for package in LEFT_OUT):
+            raise ModuleNotFoundError(f"No module named {name!r} (left out: pipeline.unused_modules)", name=name)
         return None
 
 
 def leave_out_unless_needed(argv: list[str]) -> bool:
-    """Makes CLOUD_PACKAGES (but for STILL_IMPORTABLE) unimportable in this process unless
+    """Makes LEFT_OUT (but for STILL_IMPORTABLE) unimportable in this process unless
     `needs_cloud(argv)`, or Beam is imported already (its modules are then loaded, or left out by
     Beam's own choice). True if it did."""
     if "apache_beam" in sys.modules or needs_cloud(argv):
