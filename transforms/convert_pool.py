@@ -122,11 +122,17 @@ class _Worker:
 class ConvertPool:
     """ImageConverter.convert in `processes` processes: `submit` items, take their `results`."""
 
+    # Items sent ahead to each process, topped up as it answers: enough that none waits while the
+    # bundle thread, which shares the cores with them, is between batches; few enough that at the
+    # end no process still has a queue while the others have nothing left.
+    SENT_AHEAD = 8
+
     def __init__(self, processes: int, settings: ImageSettings):
         if processes < 1:
             raise ValueError("processes must be >= 1")
         self._settings = settings
         self._answers = selectors.DefaultSelector()  # the processes' results, waited on together
+        self._backlog: collections.deque[Item] = collections.deque()  # submitted, not yet sent
         self._workers = [self._start() for _ in range(processes)]
 
     def _start(self) -> _Worker:
@@ -136,14 +142,23 @@ class ConvertPool:
 
     @property
     def pending(self) -> int:
-        return sum(len(worker.pending) for worker in self._workers)
+        return len(self._backlog) + sum(len(worker.pending) for worker in self._workers)
+
+    @property
+    def queue_depth(self) -> int:
+        """How many items to keep in flight: every process's items sent ahead."""
+        return self.SENT_AHEAD * len(self._workers)
 
     def submit(self, items: list[Item]) -> None:
-        """Hands the items out in one share per process, the least busy first."""
-        workers = sorted(self._workers, key=lambda worker: len(worker.pending))
-        share = -(-len(items) // len(workers))
-        for worker, start in zip(workers, range(0, len(items), share), strict=False):
-            self._send(worker, items[start : start + share])
+        """Queues the items; each process is sent a few at a time, as it answers."""
+        self._backlog.extend(items)
+        for worker in self._workers:
+            self._top_up(worker)
+
+    def _top_up(self, worker: _Worker) -> None:
+        if self._backlog and len(worker.pending) <= self.SENT_AHEAD // 2:
+            count = min(self.SENT_AHEAD - len(worker.pending), len(self._backlog))
+            self._send(worker, [self._backlog.popleft() for _ in range(count)])
 
     def _send(self, worker: _Worker, items: list[Item]) -> None:
         worker.pending.extend(items)
@@ -168,6 +183,7 @@ class ConvertPool:
             worker.ready = True
             return
         worker.pending.popleft()
+        self._top_up(worker)
         if isinstance(result, Exception):
             raise result
         yield result
@@ -187,6 +203,7 @@ class ConvertPool:
             yield DeadLetter(culprit.uri, "decode", CRASHED), 0
         if dead.pending:
             self._send(fresh, list(dead.pending))
+        self._top_up(fresh)
 
     def release_parts(self) -> None:
         """Has every process close the parts it appended to (call once their results are in)."""

@@ -33,6 +33,7 @@ class _OnThreads:
         self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="read-images")
         self._chunks: collections.deque[tuple[concurrent.futures.Future, int]] = collections.deque()
         self.pending = 0
+        self.queue_depth = 0  # two batches (ReadImages.process)
 
     def submit(self, items: list[Item]) -> None:
         size = -(-len(items) // self._threads)
@@ -63,9 +64,9 @@ class ReadImages(beam.DoFn):
     naming the file and why (transforms.image_convert).
 
     Sources are converted on `threads` threads or, with `processes` > 0 (local runs), in that many
-    converting processes (transforms.convert_pool). Up to two batches stay in flight across
-    `process` calls (the rest are emitted in `finish_bundle`), so the converters never wait for a
-    batch's slowest source or for the bundle thread."""
+    converting processes (transforms.convert_pool). Up to two batches, or the pool's queue depth
+    if deeper, stay in flight across `process` calls (the rest are emitted in `finish_bundle`), so
+    the converters never wait for a batch's slowest source or for the bundle thread."""
 
     PROGRESS_SECONDS = 10.0
 
@@ -107,7 +108,8 @@ class ReadImages(beam.DoFn):
 
     def process(self, sources: list[Source]):
         self._conversions.submit(self._items(sources))
-        yield from self._emit(self._conversions.results(at_most_pending=2 * len(sources)))
+        in_flight = max(2 * len(sources), self._conversions.queue_depth)
+        yield from self._emit(self._conversions.results(at_most_pending=in_flight))
 
     def finish_bundle(self):
         for output in self._emit(self._conversions.results()):

@@ -161,6 +161,25 @@ def test_a_process_killed_mid_conversion_costs_only_that_source(tmp_path):
     assert filenames == [first.uri.encode(), queued.uri.encode()] and part.records == 2
 
 
+def test_sources_queued_behind_a_slow_one_go_to_the_process_that_is_free(tmp_path):
+    """Each process is sent a few sources at a time as it answers, so one stuck on a slow source
+    holds back only those sent ahead to it, not a share of everything submitted."""
+    files = {"00-slow.jpg": _noise_jpeg(4000)} | {f"{i:02d}.bmp": _flat_bmp(40) for i in range(1, 61)}
+    sources = _sources(tmp_path, files)
+    pool = ConvertPool(2, _settings(max_pixels=20_000_000))
+    try:
+        while not all(worker.ready for worker in pool._workers):  # both started: neither is late
+            for answered, _ in pool._answers.select():
+                list(pool._receive(answered.data))
+        pool.submit([(source, None) for source in sources])
+        outcomes = [outcome for outcome, _ in pool.results()]
+    finally:
+        pool.shutdown()
+    assert len(outcomes) == len(sources) and all(isinstance(o, Record) for o in outcomes)
+    (slow_at,) = [i for i, outcome in enumerate(outcomes) if b"00-slow.jpg" in outcome.data]
+    assert len(outcomes) - 1 - slow_at < ConvertPool.SENT_AHEAD  # a share would have been 30
+
+
 def test_a_conversion_error_is_raised_as_in_process(tmp_path):
     (source,) = _sources(tmp_path, {"a.png": bi.image_bytes("PNG", "RGB")})
     pool = ConvertPool(1, _settings(max_pixels=10**12))
