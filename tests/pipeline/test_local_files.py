@@ -10,6 +10,7 @@ import tempfile
 
 import pytest
 
+from pipeline import storage
 from pipeline.local_files import NotARegularFile, open_regular
 
 
@@ -62,3 +63,15 @@ def test_a_missing_file_is_still_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         open_regular(str(tmp_path / "missing.csv"))
 
+
+def test_storage_refuses_them_on_every_local_read(tmp_path):
+    """open_binary, open_text (and so text_lines, the CSV readers), read_bytes and read_text."""
+    os.mkfifo(tmp_path / "pipe.csv")
+    os.symlink("/dev/zero", tmp_path / "zero.csv.gz")
+    for name in ("pipe.csv", "zero.csv.gz"):
+        path = str(tmp_path / name)
+        for read in (storage.open_binary, storage.open_text, storage.read_bytes, storage.read_text):
+            with pytest.raises(NotARegularFile):
+                read(path)
+        with pytest.raises(NotARegularFile):
+            list(storage.text_lines(path))
