@@ -80,6 +80,21 @@ def refused_in_a_process(argv) -> str:
     return result.stderr
 
 
+@pytest.mark.parametrize(
+    "command, make_input, reason",
+    [
+        ([], os.mkfifo, "is not a regular file: a FIFO; expected a CSV file of image URIs"),
+        (["refresh"], os.mkfifo, "is not a regular file: a FIFO; expected a CSV file of image URIs"),
+        ([], lambda p: os.symlink("/dev/zero", p), "is not a regular file: a link to /dev/zero, a character device"),
+    ],
+)
+def test_an_image_csv_that_is_a_fifo_or_device_is_refused_not_waited_on(tmp_path, command, make_input, reason):
+    """A FIFO's read would wait for a writer forever, /dev/zero's would never end."""
+    make_input(tmp_path / "labels.csv")
+    argv = [*command, "--kind", "image_csv", "--input", tmp_path / "labels.csv", "--output", tmp_path / "out"]
+    assert f"input {tmp_path / 'labels.csv'} {reason}" in refused_in_a_process(argv)
+
+
 def test_a_single_csv_that_is_a_fifo_is_refused_before_the_job(tmp_path):
     (tmp_path / "in").mkdir()
     os.mkfifo(tmp_path / "in/only.csv")
