@@ -20,6 +20,7 @@ from pipeline import storage
 from pipeline.config import Config
 from pipeline.contract.layout import GZIP, ShardedFileTemplate, record_files
 from pipeline.contract.manifest import Listing
+from pipeline.local_files import NotARegularFile
 from pipeline.sharding import shard_count
 from transforms.outcomes import Source
 from transforms.sources import (
@@ -162,12 +163,9 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     metadata = sorted(storage.match(pattern), key=lambda m: m.path)
     if not metadata:
         raise PlanError(f"no CSV files match {pattern}")
-    try:
-        columns = read_header(metadata[0].path)
-    except (OSError, EOFError, zlib.error, csv.Error, UnicodeDecodeError) as e:
-        raise PlanError(f"{metadata[0].path}: cannot read its header, which names the dataset's columns: {e}") from e
+    first, columns = _first_header(metadata, pattern)
     if not columns:
-        raise PlanError(f"{metadata[0].path} has no header line")
+        raise PlanError(f"{first} has no header line")
     undeclared = set(config.csv.schema) - set(columns)
     if undeclared:
         raise PlanError(f"csv.schema names columns the data lacks: {sorted(undeclared)} (header: {list(columns)})")
@@ -176,6 +174,22 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     return PlannedInput(
         (), columns, split_bytes, _listing(metadata, None), math.ceil(total / CSV_BYTES_PER_PERMUTE_BUCKET)
     )
+
+
+def _first_header(metadata, pattern: str) -> tuple[str, tuple[str, ...]]:
+    """The first regular file and its header, which names the dataset's columns. A FIFO or device
+    before it is passed over (the job makes it a dead letter), so whether the run goes ahead does
+    not depend on how the names sort; with no regular file at all, the run is refused."""
+    passed_over = []
+    for m in metadata:
+        try:
+            return m.path, read_header(m.path)
+        except NotARegularFile as e:
+            passed_over.append(f"{m.path}: {e}")
+        except (OSError, EOFError, zlib.error, csv.Error, UnicodeDecodeError) as e:
+            raise PlanError(f"{m.path}: cannot read its header, which names the dataset's columns: {e}") from e
+    more = f" and {len(passed_over) - 3} more" if len(passed_over) > 3 else ""
+    raise PlanError(f"no regular file matches {pattern} ({'; '.join(passed_over[:3])}{more})")
 
 
 def make_plan(config: Config) -> Plan:

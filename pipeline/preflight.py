@@ -9,6 +9,7 @@ import os
 
 from pipeline import storage
 from pipeline.lease import Holder, Lease
+from pipeline.local_files import not_regular
 
 
 class PreflightError(ValueError):
@@ -16,8 +17,8 @@ class PreflightError(ValueError):
 
 
 def check_input(kind: str, uri: str) -> None:
-    """The input exists and is what `kind` reads: a folder of class folders, a CSV file, or a file
-    pattern whose folder exists."""
+    """The input exists and is what `kind` reads: a folder of class folders, a CSV file (a regular
+    one), or a file pattern whose folder exists."""
     if storage.is_remote(uri):
         _check_bucket(uri)
         return
@@ -28,6 +29,9 @@ def check_input(kind: str, uri: str) -> None:
         raise PreflightError(f"input {path} is a file, expected a folder of class folders (--kind images)")
     if kind == "image_csv" and os.path.isdir(path):
         raise PreflightError(f"input {path} is a folder, expected a CSV file of image URIs (--kind image_csv)")
+    reason = not_regular(path, os.stat(path).st_mode) if kind == "image_csv" else None
+    if reason:  # reading it would wait for a writer (a FIFO) or never end (a link to /dev/zero)
+        raise PreflightError(f"input {path} is {reason}; expected a CSV file of image URIs (--kind image_csv)")
 
 
 def check_output(kind: str, input_uri: str, output_uri: str) -> None:

@@ -3,6 +3,8 @@ outside TensorFlow's readers.
 
 Everything is read and written uncompressed as stored (Beam would otherwise guess compression
 from the extension), except `open_text`, which unwraps `.gz` for CSV readers.
+Local files are read only when regular: a FIFO, socket or device (or a link to one) raises
+NotARegularFile instead of hanging the run (pipeline.local_files).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from apache_beam.io.filesystem import CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract.layout import TEMPORARY_SUFFIX, is_remote
+from pipeline.local_files import open_regular
 
 _AS_STORED = CompressionTypes.UNCOMPRESSED
 
@@ -134,7 +137,7 @@ def exists(path: str) -> bool:
 
 
 def read_bytes(path: str) -> bytes:
-    with FileSystems.open(path, compression_type=_AS_STORED) as f:
+    with open_binary(path) as f:
         return f.read()
 
 
@@ -146,7 +149,11 @@ def read_text(path: str, errors: str = "strict") -> str | None:
 
 
 def open_binary(path: str):
-    """A binary stream of the file's bytes as stored (read in chunks by the caller)."""
+    """A binary stream of the file's bytes as stored (read in chunks by the caller). A local path
+    must be a regular file (or a link to one), else NotARegularFile: a FIFO or device would hang
+    the reader (pipeline.local_files)."""
+    if not is_remote(path):
+        return open_regular(path)
     return FileSystems.open(path, compression_type=_AS_STORED)
 
 

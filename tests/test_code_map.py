@@ -13,7 +13,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("pipeline", "transforms", "trainer")
 # The bottom of the pipeline package: importable by transforms/ (and, for the contract, trainer/).
-FOUNDATION = ("pipeline.contract", "pipeline.storage", "pipeline.tfrecord_framing")
+FOUNDATION = ("pipeline.contract", "pipeline.storage", "pipeline.local_files", "pipeline.tfrecord_framing")
 
 
 def _module_name(path: pathlib.Path) -> str:

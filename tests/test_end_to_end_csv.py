@@ -6,8 +6,11 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import os
 import pathlib
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -130,3 +133,31 @@ def test_every_row_is_a_record_or_a_dead_letter(tables, converted):
     counts = manifest.counts
     assert (counts.written, counts.errors, counts.skipped) == (len(expected) + 1, 5, 0)
     assert counts.reconciles()
+
+
+def test_fifos_and_device_links_among_the_csvs_are_dead_letters_not_hangs(tmp_path):
+    """A FIFO matching the pattern would block its read until some writer opened it, and a link to
+    /dev/zero would read until memory ran out. The FIFO sorts first, where the planner takes the
+    dataset's header from. Each is one `read` dead letter, every row of the other files is written,
+    and the run ends. Run as a process with a time limit, so a hang fails the test, not the suite."""
+    tables, out = tmp_path / "tables", tmp_path / "ds"
+    shutil.copytree(SAMPLE, tables)
+    os.mkfifo(tables / "a-pipe.csv")
+    os.symlink("/dev/zero", tables / "zero.csv")
+    argv = ["--kind", "csv", "--input", tables / "*.csv*", "--output", out, "--max_error_fraction", "0.5"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", *map(str, argv)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    letters = {pathlib.Path(d["source"]).name: (d["stage"], d["reason"]) for d in read_dead_letters(out)}
+    assert letters == {
+        "a-pipe.csv": ("read", "not a regular file: a FIFO"),
+        "zero.csv": ("read", "not a regular file: a link to /dev/zero, a character device"),
+    }
+    expected = source_rows(SAMPLE)
+    manifest = load_manifest(out)
+    written = sorted(str(r["id"]) for split in manifest.splits for r in read_split(out, split))
+    assert written == sorted(expected)
+    counts = manifest.counts
+    assert (counts.listed, counts.written, counts.skipped, counts.errors) == (len(expected) + 2, len(expected), 0, 2)
+    assert manifest.errors_by_stage == {"read": 2}

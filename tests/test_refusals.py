@@ -5,8 +5,10 @@ traceback unless --debug."""
 from __future__ import annotations
 
 import importlib
+import os
 import pathlib
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -65,6 +67,40 @@ def test_an_input_that_is_not_there_or_not_its_kind_is_refused(photos, tmp_path,
     source = make_input(photos, tmp_path)
     line = refused(caplog, ["--kind", kind, "--input", source, "--output", tmp_path / "out"])
     assert reason in line and str(source).split("*")[0].rstrip("/") in line
+
+
+def refused_in_a_process(argv) -> str:
+    """The error output of a command that must exit 2, run as a process with a time limit: a
+    command that waited on its input would hang the suite."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", *map(str, argv)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "planned" not in result.stderr, "nothing may be read first"
+    return result.stderr
+
+
+@pytest.mark.parametrize(
+    "command, make_input, reason",
+    [
+        ([], os.mkfifo, "is not a regular file: a FIFO; expected a CSV file of image URIs"),
+        (["refresh"], os.mkfifo, "is not a regular file: a FIFO; expected a CSV file of image URIs"),
+        ([], lambda p: os.symlink("/dev/zero", p), "is not a regular file: a link to /dev/zero, a character device"),
+    ],
+)
+def test_an_image_csv_that_is_a_fifo_or_device_is_refused_not_waited_on(tmp_path, command, make_input, reason):
+    """A FIFO's read would wait for a writer forever, /dev/zero's would never end."""
+    make_input(tmp_path / "labels.csv")
+    argv = [*command, "--kind", "image_csv", "--input", tmp_path / "labels.csv", "--output", tmp_path / "out"]
+    assert f"input {tmp_path / 'labels.csv'} {reason}" in refused_in_a_process(argv)
+
+
+def test_a_single_csv_that_is_a_fifo_is_refused_before_the_job(tmp_path):
+    (tmp_path / "in").mkdir()
+    os.mkfifo(tmp_path / "in/only.csv")
+    argv = ["--kind", "csv", "--input", tmp_path / "in/only.csv", "--output", tmp_path / "out"]
+    assert f"{tmp_path / 'in/only.csv'}: not a regular file: a FIFO" in refused_in_a_process(argv)
+    assert not (tmp_path / "out/manifest.json").exists()
 
 
 def test_an_output_inside_the_input_is_refused(photos, caplog):

@@ -9,33 +9,23 @@ The same conversion runs on ReadImages' threads and in the converting processes 
 from __future__ import annotations
 
 import dataclasses
-import os
-import stat
 
 from pipeline.contract.layout import UNCOMPRESSED, is_remote
+from pipeline.local_files import open_regular
 from transforms.example_proto import image_example
 from transforms.image_check import BadImage, Encoding, check_image
 from transforms.outcomes import DeadLetter, Record, Source, Written
 from transforms.part_appender import PartAppender
 
 
-class NotARegularFile(OSError):
-    """A local source that is a FIFO, socket or device (or a link to one): reading it could wait for
-    a writer forever, or never end (/dev/zero)."""
-
-
 def read_source(uri: str) -> bytes:
-    """A source file's bytes: local files directly (regular files only: NotARegularFile), anything
-    else through Beam's file systems."""
+    """A source file's bytes: local files directly (regular files only, else NotARegularFile:
+    pipeline.local_files), anything else through Beam's file systems."""
     if is_remote(uri):
         from pipeline import storage  # Beam: only for remote sources (module docstring)
 
         return storage.read_bytes(uri)
-    # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer; regular files
-    # read as they would without it.
-    with open(os.open(uri, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise NotARegularFile("not a regular file (a FIFO, socket or device, or a link to one)")
+    with open_regular(uri) as f:
         return f.read()
 
 

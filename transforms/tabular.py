@@ -9,7 +9,9 @@ A file that cannot be read to its end (a truncated or corrupt .gz, a file gone s
 listing) fails the run, naming the file: the rows it holds past the failure are unknown, so no
 count of dead letters could weigh them against the error budget, and a run that loses an unknown
 part of its input must not pass it. A malformed row is a dead letter, and so is each row of a file
-with another header.
+with another header. A FIFO, socket or device matching the pattern (or a link to one) holds no
+rows to lose, and reading it would wait for a writer or never end: it is not read, and is one
+`read` dead letter, as a file whose header cannot be parsed is one `header` dead letter.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import NamedTuple
 import apache_beam as beam
 
 from pipeline import storage
+from pipeline.local_files import NotARegularFile
 from transforms.counting import counter
 from transforms.example_proto import encode_example
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record
@@ -93,7 +96,8 @@ class UnreadableCsvError(RuntimeError):
 
 class ReadCsvRows(beam.DoFn):
     """A CSV file -> Rows; a malformed row is a dead letter, and so is every row of a file whose
-    header differs (its rows weigh in the error budget as rows; a file with none is one)."""
+    header differs (its rows weigh in the error budget as rows; a file with none is one), and a
+    FIFO or device (one)."""
 
     def __init__(self, root: str, columns: Sequence[str], fractions):
         self._root, self._columns, self._fractions = root, tuple(columns), tuple(fractions)
@@ -109,6 +113,10 @@ class ReadCsvRows(beam.DoFn):
             self._listed.inc()
             self._errors.inc()
             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(path, "header", f"malformed header: {e}"))
+        except NotARegularFile as e:  # raised by the open, before any row (module docstring)
+            self._listed.inc()
+            self._errors.inc()
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(path, "read", str(e)))
         except (OSError, EOFError, zlib.error) as e:  # truncated or corrupt gzip, vanished, ...
             # Its rows past the failure are unknown, so no dead letter could weigh them: the run
             # fails (module docstring). One line, naming the file: the launcher reports it.

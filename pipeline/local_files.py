@@ -1,0 +1,65 @@
+"""Opening a local input file without waiting or reading forever.
+
+A FIFO's open waits for a writer, and a device read through a link (`x.csv -> /dev/zero`) never
+ends, so a run given one would hang: only regular files (or links to them) are input, and the
+rest raise NotARegularFile, which callers turn into a dead letter or a refusal naming the file.
+No Beam: the converting processes (transforms.image_convert) open their sources here too.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import BinaryIO
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+class NotARegularFile(OSError):
+    """A local input that is a FIFO, socket, device or folder, or a link to one."""
+
+
+def not_regular(path: str, mode: int) -> str | None:
+    """Why the file at `path`, whose (followed) st_mode is `mode`, is not input; None when it is a
+    regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    what = next((name for is_kind, name in _KINDS if is_kind(mode)), "not a file")
+    if os.path.islink(path):
+        what = f"a link to {os.path.realpath(path)}, {what}"
+    return f"not a regular file: {what}"
+
+
+def open_regular(path: str) -> BinaryIO:
+    """`path` open for binary reading if it is a regular file (or a link to one), else
+    NotARegularFile saying what it is."""
+    try:
+        # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer; regular
+        # files read as they would without it.
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:  # a socket cannot be opened at all (ENXIO): say what it is
+        reason = _stat_reason(path)
+        if reason:
+            raise NotARegularFile(reason) from e
+        raise
+    try:
+        reason = not_regular(path, os.fstat(handle).st_mode)
+        if reason:
+            raise NotARegularFile(reason)
+    except BaseException:
+        os.close(handle)
+        raise
+    return open(handle, "rb")
+
+
+def _stat_reason(path: str) -> str | None:
+    try:
+        return not_regular(path, os.stat(path).st_mode)
+    except OSError:
+        return None
