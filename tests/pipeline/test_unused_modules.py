@@ -136,6 +136,7 @@ def test_a_local_run_converts_everything_without_them(photos, tmp_path, graph):
     if graph != "csv":
         assert counts["listed"] == sum(1 for p in photos.rglob("*") if p.is_file())
     assert "GCSFileSystem" not in result.stderr  # Beam's warning for a file system that fails to import
+    assert "bson" not in result.stderr  # nor its MongoDB I/O's
 
 
 def test_a_run_on_another_runner_keeps_them(photos, tmp_path):
