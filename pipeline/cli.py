@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pipeline.flags import DEBUG_FLAG
 from pipeline.job import EXIT_FAILED
 from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas
+from transforms.stopping import Stopped
 
 # Sub-commands named by the first argument; anything else is the conversion's flags.
 SUBCOMMANDS = ("convert", "refresh", "inspect")
@@ -39,10 +40,21 @@ class OneLine(logging.Filter):
         return True
 
 
+class QuietStops(logging.Filter):
+    """Drops records of a Stopped (transforms.stopping): Beam logs each DoFn's exception as it
+    re-raises it, and a stopped run's only line is the command's own."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], Stopped))
+
+
 def _set_up_logging(debug: bool) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     logging.getLogger(HideInMemoryWorkersWarning.LOGGER).addFilter(HideInMemoryWorkersWarning())
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, QuietStops) for f in handler.filters):
+            handler.addFilter(QuietStops())
     if not debug:
         for handler in logging.getLogger().handlers:
             if not any(isinstance(f, OneLine) for f in handler.filters):

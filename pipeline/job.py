@@ -18,8 +18,10 @@ from pipeline.runners import (
     make_pipeline,
     pipeline_options,
     runner_api_round_trip,
+    stop_local_run,
     submitted_job_line,
 )
+from transforms import stopping
 
 _LOG = logging.getLogger(__name__)
 
@@ -58,13 +60,19 @@ def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publi
     options = pipeline_options(beam_args, bytes_in, lean_held_bytes=held)
     p = make_pipeline(options)
     build_pipeline(p, plan, config, publication)
+    stopping.reset()
+    result = None
     try:
         result = p.run(test_runner_api=runner_api_round_trip(options))
         submitted = submitted_job_line(result, options)
         if submitted:  # on Dataflow: the job's id and console page, before the wait
             print(submitted, flush=True)
         result.wait_until_finish()
-    except BaseException as e:  # clean up, then re-raise (an interrupt as it is)
+    except BaseException as e:  # stop the run's threads, clean up, then re-raise (an interrupt as it is)
+        try:
+            stop_local_run(result)  # before the clean-up: they would write after it
+        except Exception:
+            _LOG.exception("could not stop the failed run's threads")
         try:
             rejected = publication.clean_up_failed()
         except Exception:  # report the run's failure, not the clean-up's

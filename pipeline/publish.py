@@ -25,6 +25,7 @@ from pipeline.planning import Plan
 from pipeline.readback import shard_problems
 from pipeline.shard_check import ShardCount
 from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
+from transforms import stopping
 from transforms.counting import counter
 from transforms.outcomes import OutcomeSummary
 from transforms.tabular import ColumnType
@@ -201,6 +202,7 @@ class PublishManifest(beam.DoFn):
         self.plan, self.settings, self.publication = plan, settings, publication
 
     def process(self, _, summary: OutcomeSummary, counted, shard_files, error_files, schema):
+        stopping.check()  # a stopped run publishes nothing
         created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         manifest = build_manifest(self.plan, self.settings, summary, counted, error_files, schema, created)
         found = problems(self.plan, manifest, counted, shard_files)

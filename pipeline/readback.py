@@ -16,6 +16,7 @@ from apache_beam.transforms.window import GlobalWindows
 from pipeline.contract.layout import ShardedFileTemplate, join
 from pipeline.planning import Plan
 from pipeline.shard_check import ShardCount, count_shard, count_shards
+from transforms import stopping
 from transforms.counting import counter
 
 
@@ -68,6 +69,7 @@ class CountShardRecords(beam.DoFn):
                 yield GlobalWindows.windowed_value(self._counted(shard))
 
     def _counted(self, shard: ShardCount) -> ShardCount:
+        stopping.check()
         counter("shards_unreadable" if shard.error else "shards_read_back").inc()
         return shard
 

@@ -44,6 +44,8 @@ import ctypes
 import functools
 import logging
 import os
+import threading
+import time
 import urllib.parse
 from collections.abc import Iterable
 
@@ -56,10 +58,12 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
     TypeOptions,
 )
+from apache_beam.runners.direct.direct_runner import DirectPipelineResult
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipeline.contract.manifest import IMAGE_KINDS
 from pipeline.storage import is_remote
+from transforms import stopping
 from transforms.convert_pool import usable_cores
 
 _LOG = logging.getLogger("pipeline")
@@ -339,3 +343,54 @@ class HideInMemoryWorkersWarning(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not record.getMessage().startswith("If direct_num_workers is not equal to 1")
+
+
+# How long a stopped local run's threads get to stop, before and after their next Python
+# instruction is made to raise Stopped (stop_local_run).
+STOP_SECONDS, FORCED_STOP_SECONDS = 3.0, 2.0
+
+
+def direct_runner_threads(result) -> list[threading.Thread]:
+    """The threads a BundleBasedDirectRunner run works on ([] for any other run's `result`): its
+    executor's daemon workers (apache_beam/runners/direct/executor.py, _ExecutorService.workers).
+    A Beam internal: no public API names them, and DirectPipelineResult.cancel() joins them with no
+    time limit. tests/pipeline/test_job_stop.py fails if Beam changes it."""
+    if not isinstance(result, DirectPipelineResult):
+        return []
+    return list(result._executor._executor.executor_service.workers)
+
+
+def _raise_stopped_in(thread: threading.Thread) -> None:
+    """Makes `thread` raise Stopped at its next Python instruction (CPython's
+    PyThreadState_SetAsyncExc): for a step of Beam's own (WriteToTFRecord's writes, its finalize)
+    that checks no flag."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(stopping.Stopped))
+
+
+def stop_local_run(result) -> bool:
+    """Stops a lean local run's threads before its launcher removes what the run wrote: the DoFns
+    stop at their next check (transforms.stopping), the runner starts no other bundle, and a step
+    that checks nothing is made to raise Stopped after STOP_SECONDS. True when every thread ended
+    (always where nothing runs here: Dataflow, a finished run). `result`: what Pipeline.run()
+    returned, None when it returned nothing."""
+    stopping.request_stop()
+    threads = [t for t in direct_runner_threads(result) if t.is_alive()]
+    if not threads:
+        return True
+    # cancel() stops the scheduling at once, then waits for the running bundle, however long.
+    threading.Thread(target=result.cancel, name="cancel-run", daemon=True).start()
+    if not _joined(threads, STOP_SECONDS):
+        for thread in threads:
+            if thread.is_alive():
+                _raise_stopped_in(thread)
+        if not _joined(threads, FORCED_STOP_SECONDS):
+            _LOG.warning("the run's threads did not stop: files it writes from now on are not cleaned up")
+            return False
+    return True
+
+
+def _joined(threads: list[threading.Thread], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for thread in threads)

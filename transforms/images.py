@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
+from transforms import stopping
 from transforms.convert_pool import ConvertPool, Item
 from transforms.counting import counter
 from transforms.image_convert import ImageConverter, ImageSettings
@@ -107,6 +108,7 @@ class ReadImages(beam.DoFn):
         return [(source, None) for source in sources]
 
     def process(self, sources: list[Source]):
+        stopping.check()
         self._conversions.submit(self._items(sources))
         in_flight = max(2 * len(sources), self._conversions.queue_depth)
         yield from self._emit(self._conversions.results(at_most_pending=in_flight))
@@ -122,8 +124,10 @@ class ReadImages(beam.DoFn):
             _LOG.info("converted %d sources in this bundle in %.1f s (%.0f/s)", converted, elapsed, converted / elapsed)
 
     def _emit(self, converted):
-        """Counts outcomes (on the bundle thread, where Beam counters count) and yields them."""
+        """Counts outcomes (on the bundle thread, where Beam counters count) and yields them; stops
+        between them once the run is stopped (transforms.stopping)."""
         for outcome, bytes_read in converted:
+            stopping.check()
             self._bytes_read.inc(bytes_read)
             self._report_progress()
             if isinstance(outcome, Record | Written):

@@ -38,6 +38,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline import storage
 from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, is_remote, join, record_files
 from pipeline.tfrecord_framing import framed
+from transforms import stopping
 from transforms.gzip_codec import use_gzip_codec
 from transforms.gzip_pieces import HEADER, Piece, PieceLedger, closing
 from transforms.once import OnceWithAll
@@ -201,6 +202,7 @@ def _finalize_all(parts: Iterable[ShardPart], layout: ShardLayout):
         by_shard[(part.split, part.index)].append(part.path)
     for split, total in layout.shards.items():
         for index in range(total):
+            stopping.check()
             yield finalize_shard(layout, split, index, by_shard[(split, index)])
     storage.delete_folder(layout.parts_folder)  # with any part of a failed attempt
 

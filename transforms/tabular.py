@@ -27,6 +27,7 @@ import apache_beam as beam
 
 from pipeline import storage
 from pipeline.local_files import NotARegularFile
+from transforms import stopping
 from transforms.counting import counter
 from transforms.example_proto import encode_example
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record
@@ -225,6 +226,7 @@ class EncodeRows(beam.DoFn):
         self._written, self._errors = counter("written"), counter("errors")
 
     def process(self, row: Row, schema):
+        stopping.check()
         features = {}
         for name, value in zip(self._columns, row.values, strict=True):
             if value == "":

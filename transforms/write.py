@@ -10,6 +10,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract.layout import ERROR_FILES, ERRORS_PREFIX, GZIP, ShardedFileTemplate, join, record_files
+from transforms import stopping
 from transforms.gzip_codec import use_gzip_codec
 from transforms.once import OnceWithAll
 from transforms.outcomes import DeadLetter
@@ -26,6 +27,7 @@ class PayloadsBySplit(beam.DoFn):
         self._names = frozenset(names)
 
     def process(self, record):
+        stopping.check()
         if record.split not in self._names:
             raise ValueError(f"record of split {record.split!r}, which the plan does not name ({sorted(self._names)})")
         yield beam.pvalue.TaggedOutput(record.split, record.data)
@@ -56,8 +58,10 @@ def WriteSplits(records, output: str, shards: dict[str, int], compression: str =
 def write_dead_letters(letters: Iterable[DeadLetter], path: str) -> list[str]:
     """Writes each dead letter as a JSON line to a new file at `path` (written whole again on a
     retry); returns [path]."""
+    stopping.check()
     with FileSystems.create(path, mime_type="text/plain", compression_type=CompressionTypes.UNCOMPRESSED) as f:
         for letter in letters:
+            stopping.check()
             f.write(letter.to_json().encode() + b"\n")
     return [path]
 
