@@ -27,7 +27,7 @@ import pipeline.build
 from pipeline import shard_check
 from pipeline.cli import main
 from pipeline.contract.layout import SHARD_PARTS_FOLDER
-from pipeline.folder_store import RUN_FOLDER_PREFIXES, FolderPublication
+from pipeline.folder_store import RUN_FOLDER_PREFIXES, FolderPublication, referenced
 from pipeline.lease import LEASE_NAME, Holder, Lease
 from pipeline.publish import RunRejectedError
 from pipeline.readback import CountShardRecords
@@ -190,10 +190,39 @@ def test_a_local_run_reads_its_shards_back_in_processes_with_the_same_verdicts(o
         assert_that(counted, equal_to(expected))
 
 
-def test_an_interrupted_run_leaves_nothing_behind_and_says_so_in_one_line(tmp_path):
-    """Ctrl-C reaches the whole process group, the converting processes included: the run removes
-    what it wrote, exits 130 with one line, and no converting process prints anything."""
-    source, out = photos(tmp_path / "src", 40), tmp_path / "out"
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is `pid` (the converting processes of a run)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        try:
+            stat = pathlib.Path(f"/proc/{entry}/stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if entry.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.add(int(entry))
+    return found
+
+
+def _gone(pids: set[int], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(pathlib.Path(f"/proc/{pid}").exists() for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# Seconds after the first image is read: at once, while reading, while writing and reading back,
+# about when the run commits (which it may finish first: then it exits 0 with a dataset).
+INTERRUPT_DELAYS = (0, 0.1, 0.2, 0.3, 0.4)
+
+
+@pytest.mark.parametrize("delay", INTERRUPT_DELAYS)
+def test_an_interrupted_run_leaves_nothing_behind_and_says_so_in_one_line(tmp_path, delay):
+    """Ctrl-C reaches the whole process group, the converting processes included: whenever it
+    comes, the run stops its threads, removes what it wrote (nothing writes after that), exits 130
+    with one line within seconds, and its converting processes end without a word."""
+    source, out = photos(tmp_path / "src", 60), tmp_path / "out"
     config = tmp_path / "config.yaml"
     config.write_text("image: {local_processes: 2, read_batch: 1}\n")
     argv = [sys.executable, "-m", "pipeline", *convert_argv(source, out, "--config", config)]
@@ -208,13 +237,27 @@ def test_an_interrupted_run_leaves_nothing_behind_and_says_so_in_one_line(tmp_pa
     for line in run.stderr:  # interrupt once it reads images
         log.append(line)
         if "reading images in 2 converting processes" in line:
+            time.sleep(delay)
+            converting = _children(run.pid)
             os.killpg(run.pid, signal.SIGINT)
+            interrupted = time.monotonic()
             break
     log += run.stderr.readlines()
-    assert run.wait(timeout=120) == 130, "".join(log)
-    errors = [line for line in log if " ERROR " in line or "Traceback" in line or "KeyboardInterrupt" in line]
-    assert len(errors) == 1 and "interrupted" in errors[0], "".join(log)
-    assert not out.exists() or list(out.iterdir()) == []
+    code = run.wait(timeout=120)
+    assert time.monotonic() - interrupted < 10, "".join(log)
+    time.sleep(0.5)  # anything a thread left running would write by now
+    if code in (0, -signal.SIGINT):  # it finished first (or was interrupted on its way out)
+        assert whole_dataset(out)
+    else:
+        assert code == 130, "".join(log)
+        errors = [line for line in log if " ERROR " in line or "Traceback" in line or "KeyboardInterrupt" in line]
+        assert len(errors) == 1 and "interrupted" in errors[0], "".join(log)
+        left = sorted(p.name for p in out.iterdir()) if out.exists() else []
+        if "manifest.json" in left:  # interrupted after its commit point: the dataset stays, whole, alone
+            assert sorted(referenced(whole_dataset(out))) == left, "".join(log)
+        else:
+            assert left == [], "".join(log)
+    assert _gone(converting, 5), "converting processes outlived the run"
 
 
 def test_a_failed_run_leaves_nothing_behind(tmp_path, monkeypatch):
