@@ -69,8 +69,9 @@ def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publi
             print(submitted, flush=True)
         result.wait_until_finish()
     except BaseException as e:  # stop the run's threads, clean up, then re-raise (an interrupt as it is)
+        stopped = False
         try:
-            stop_local_run(result)  # before the clean-up: they would write after it
+            stopped = stop_local_run(result)  # before the clean-up: they would write after it
         except Exception:
             _LOG.exception("could not stop the failed run's threads")
         try:
@@ -78,6 +79,8 @@ def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publi
         except Exception:  # report the run's failure, not the clean-up's
             _LOG.exception("could not clean up after the failed run in %s", publication.folder)
             rejected = None
+        if stopped:  # nothing of this run is left to stop: DoFns of this process may run again (tests)
+            stopping.reset()
         if not isinstance(e, Exception):
             raise
         raise RunFailedError((str(e).strip() or repr(e)).splitlines()[0], rejected) from e
