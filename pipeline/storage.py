@@ -24,7 +24,7 @@ from apache_beam.io.filesystem import CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract.layout import TEMPORARY_SUFFIX, is_remote
-from pipeline.local_files import open_regular
+from pipeline.local_files import dangling, open_regular
 
 _AS_STORED = CompressionTypes.UNCOMPRESSED
 
@@ -103,8 +103,9 @@ def list_below(folder: str) -> Iterator[FileMetadata | Unlisted]:
             try:
                 stat = os.stat(path)
             except FileNotFoundError:
-                if os.path.islink(path):
-                    yield Unlisted(path, "a symbolic link to nothing (dangling link)")
+                reason = dangling(path)
+                if reason:
+                    yield Unlisted(path, reason)
                 continue  # deleted while listing: no longer input
             except OSError as e:
                 yield Unlisted(path, f"cannot read its size: {type(e).__name__}: {e.strerror or e}")
