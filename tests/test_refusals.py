@@ -95,6 +95,16 @@ def test_an_image_csv_that_is_a_fifo_or_device_is_refused_not_waited_on(tmp_path
     assert f"input {tmp_path / 'labels.csv'} {reason}" in refused_in_a_process(argv)
 
 
+@pytest.mark.parametrize("command", [[], ["refresh"]])
+def test_an_image_csv_that_is_a_dangling_link_is_refused_naming_its_target(tmp_path, command):
+    os.symlink(tmp_path / "moved.csv", tmp_path / "labels.csv")
+    argv = [*command, "--kind", "image_csv", "--input", tmp_path / "labels.csv", "--output", tmp_path / "out"]
+    target = tmp_path / "moved.csv"
+    assert f"input {tmp_path / 'labels.csv'} is a link to {target}, which does not exist (dangling link)" in (
+        refused_in_a_process(argv)
+    )
+
+
 def test_a_single_csv_that_is_a_fifo_is_refused_before_the_job(tmp_path):
     (tmp_path / "in").mkdir()
     os.mkfifo(tmp_path / "in/only.csv")
