@@ -160,10 +160,16 @@ def _plan_image_csv(config: Config, csv_uri: str) -> PlannedInput:
 
 
 def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
-    metadata = sorted(storage.match(pattern), key=lambda m: m.path)
-    if not metadata:
+    metadata, unlisted = [], []
+    for entry in storage.list_matching(pattern):
+        if isinstance(entry, storage.Unlisted):  # a dangling link: the job's `list` dead letter
+            unlisted.append(f"{printable_path(entry.path)}: {entry.reason}")
+            _LOG.warning("cannot list %s", unlisted[-1])
+        else:
+            metadata.append(entry)
+    if not metadata and not unlisted:
         raise PlanError(f"no CSV files match {pattern}")
-    first, columns = _first_header(metadata, pattern)
+    first, columns = _first_header(sorted(metadata, key=lambda m: m.path), pattern, sorted(unlisted))
     if not columns:
         raise PlanError(f"{first} has no header line")
     undeclared = set(config.csv.schema) - set(columns)
@@ -176,11 +182,12 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     )
 
 
-def _first_header(metadata, pattern: str) -> tuple[str, tuple[str, ...]]:
+def _first_header(metadata, pattern: str, unlisted: list[str]) -> tuple[str, tuple[str, ...]]:
     """The first regular file and its header, which names the dataset's columns. A FIFO or device
     before it is passed over (the job makes it a dead letter), so whether the run goes ahead does
-    not depend on how the names sort; with no regular file at all, the run is refused."""
-    passed_over = []
+    not depend on how the names sort; with no regular file at all, the run is refused, naming
+    what matched instead (`unlisted`: 'path: reason' of each match that cannot be listed)."""
+    passed_over = list(unlisted)
     for m in metadata:
         try:
             return m.path, read_header(m.path)

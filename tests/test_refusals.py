@@ -105,6 +105,18 @@ def test_an_image_csv_that_is_a_dangling_link_is_refused_naming_its_target(tmp_p
     )
 
 
+def test_a_single_csv_that_is_a_dangling_link_is_refused_naming_its_target(tmp_path):
+    """Beam's matching would find no file there and say no more than that."""
+    (tmp_path / "in").mkdir()
+    os.symlink("gone.csv", tmp_path / "in/only.csv")
+    argv = ["--kind", "csv", "--input", tmp_path / "in/only.csv", "--output", tmp_path / "out"]
+    reason = f"a link to {tmp_path / 'in/gone.csv'}, which does not exist (dangling link)"
+    assert f"no regular file matches {tmp_path / 'in/only.csv'} ({tmp_path / 'in/only.csv'}: {reason})" in (
+        refused_in_a_process(argv)
+    )
+    assert not (tmp_path / "out/manifest.json").exists()
+
+
 def test_a_single_csv_that_is_a_fifo_is_refused_before_the_job(tmp_path):
     (tmp_path / "in").mkdir()
     os.mkfifo(tmp_path / "in/only.csv")
