@@ -125,6 +125,24 @@ def test_a_single_csv_that_is_a_fifo_is_refused_before_the_job(tmp_path):
     assert not (tmp_path / "out/manifest.json").exists()
 
 
+@pytest.mark.parametrize("command", [[], ["refresh"]])
+@pytest.mark.parametrize(
+    "make, what",
+    [
+        (os.mkfifo, "not a regular file: a FIFO"),
+        (lambda p: os.symlink("/dev/zero", p), "not a regular file: a link to /dev/zero, a character device"),
+    ],
+)
+def test_a_config_file_that_is_a_fifo_or_device_is_refused_not_waited_on(tmp_path, command, make, what):
+    """Read twice before any work (pipeline.unused_modules, before Beam is imported; then the
+    command's load_config): neither may wait on a FIFO or read a device."""
+    (tmp_path / "in").mkdir()
+    make(tmp_path / "settings.yaml")
+    argv = [*command, "--config", tmp_path / "settings.yaml", "--input", tmp_path / "in", "--output", tmp_path / "out"]
+    errors = [line for line in refused_in_a_process(argv).splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and errors[0].endswith(f"cannot read config {tmp_path / 'settings.yaml'}: {what}"), errors
+
+
 def test_an_output_inside_the_input_is_refused(photos, caplog):
     line = refused(caplog, ["--input", photos, "--output", photos / "tfrecords"])
     assert "inside the input" in line and not (photos / "tfrecords").exists()
