@@ -199,3 +199,29 @@ def test_a_dangling_link_among_the_csvs_is_a_list_dead_letter_not_left_out(tmp_p
     counts = manifest.counts
     assert (counts.listed, counts.written, counts.skipped, counts.errors) == (len(expected) + 2, len(expected), 0, 2)
     assert manifest.errors_by_stage == {"list": 2}
+
+
+def test_a_refresh_after_a_link_dangles_is_a_new_version_that_reports_it(tmp_path):
+    """The link is part of the input even though it holds no rows: a refresh that called the input
+    unchanged would never report it."""
+    tables, root = tmp_path / "tables", tmp_path / "versions"
+    shutil.copytree(SAMPLE, tables)
+    argv = ["refresh", "--kind", "csv", "--input", tables / "*.csv*", "--output", root, "--max_error_fraction", "0.5"]
+
+    def refresh() -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "pipeline", *map(str, argv)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return resolve_dataset(str(root), read_text)
+
+    first = refresh()
+    os.symlink("missing.csv", tables / "gone.csv")
+    second = refresh()
+    assert second != first, "a new version"
+    assert [(d["source"], d["stage"]) for d in read_dead_letters(second)] == [(str(tables / "gone.csv"), "list")]
+    assert load_manifest(second).counts.listed == load_manifest(first).counts.listed + 1
