@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import apache_beam as beam
-from apache_beam.io import fileio
 
 from pipeline import storage
 from pipeline.config import Config, to_dict
@@ -21,7 +20,7 @@ from transforms.outcomes import DEAD_LETTERS
 from transforms.permute import PermuteOrder
 from transforms.shard_parts import SHARD_PARTS, FinalizeShards, ShardLayout
 from transforms.sources import ListClassFolders, ReadImageCsv
-from transforms.tabular import EncodeRows, InferSchema, ReadCsvRows
+from transforms.tabular import EncodeRows, InferSchema, ListCsvFiles, ReadCsvRows
 from transforms.write import WriteDeadLetters, WriteSplits
 
 
@@ -86,9 +85,13 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
 
 
 def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
-    rows = (
+    files = (
         p
-        | "MatchCsvFiles" >> fileio.MatchFiles(plan.input)
+        | "Start" >> beam.Impulse()
+        | "ListCsvFiles" >> beam.ParDo(ListCsvFiles(plan.input)).with_outputs(DEAD_LETTERS, main="files")
+    )
+    rows = (
+        files.files
         | "SpreadFiles" >> beam.Reshuffle()
         | "ReadCsvRows"
         >> beam.ParDo(ReadCsvRows(storage.pattern_root(plan.input), plan.columns, config.split_fractions)).with_outputs(
@@ -106,7 +109,8 @@ def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     )
     skipped = p | "NothingSkipped" >> beam.Create([])
     counted, shard_files = _written(encoded.records, plan, folder)
-    return Outcomes(counted, shard_files, skipped, [rows.dead_letters, encoded.dead_letters], schema)
+    dead_letters = [files.dead_letters, rows.dead_letters, encoded.dead_letters]
+    return Outcomes(counted, shard_files, skipped, dead_letters, schema)
 
 
 def _summarize(options) -> beam.PTransform:

@@ -3,7 +3,9 @@
 A FIFO's open waits for a writer, and a device read through a link (`x.csv -> /dev/zero`) never
 ends, so a run given one would hang: only regular files (or links to them) are input, and the
 rest raise NotARegularFile, which callers turn into a dead letter or a refusal naming the file.
-No Beam: the converting processes (transforms.image_convert) open their sources here too.
+A link whose target does not exist is named by `dangling`, for listings that would drop it.
+No Beam: the converting processes (transforms.image_convert) and the process entry, before Beam
+is imported (pipeline.unused_modules, reading the config file), open their files here too.
 """
 
 from __future__ import annotations
@@ -34,6 +36,15 @@ def not_regular(path: str, mode: int) -> str | None:
     if os.path.islink(path):
         what = f"a link to {os.path.realpath(path)}, {what}"
     return f"not a regular file: {what}"
+
+
+def dangling(path: str) -> str | None:
+    """'a link to TARGET, which does not exist (dangling link)' when `path` is a symbolic link
+    whose target (followed to the end) is absent, else None. Listings stat each file and drop one
+    they cannot stat, so a dangling link would vanish from the run without a word."""
+    if os.path.islink(path) and not os.path.exists(path):
+        return f"a link to {os.path.realpath(path)}, which does not exist (dangling link)"
+    return None
 
 
 def open_regular(path: str) -> BinaryIO:

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import math
 import zlib
+from collections.abc import Sequence
 
 from apache_beam.io.filesystem import FileMetadata
 
@@ -79,21 +80,28 @@ def fingerprint(entries) -> str:
     return digest.hexdigest()
 
 
-def _listing(metadata, sources: int | None) -> Listing:
+def _listing(metadata, sources: int | None, unlisted: Sequence[str] = ()) -> Listing:
+    """The listing of the files in `metadata`; `unlisted`: what the listing found but could not
+    list (a dangling link), by path. Those count in the fingerprint as files of size -1: a run
+    reports each, so input that gained or lost one has changed (a refresh must not skip it)."""
     entries = [(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in metadata]
+    marked = [(path, -1, 0) for path in unlisted]
     return Listing(
-        files=len(entries), bytes=sum(e[1] for e in entries), fingerprint=fingerprint(entries), sources=sources
+        files=len(entries),
+        bytes=sum(e[1] for e in entries),
+        fingerprint=fingerprint(entries + marked),
+        sources=sources,
     )
 
 
 def _plan_class_folders(config: Config, root: str) -> PlannedInput:
     extensions = frozenset(config.image.extensions)
     split_bytes = {name: 0 for name in config.splits}
-    labels, sources, metadata, unlisted = set(), 0, [], 0
+    labels, sources, metadata, unlisted = set(), 0, [], []
     for entry in storage.list_below(root):
         outcome = classify_listed(root, entry, extensions, config.split_fractions)
         if isinstance(entry, storage.Unlisted):
-            unlisted += 1
+            unlisted.append(outcome.source)
             _LOG.warning("cannot list %s: %s", outcome.source, entry.reason)
             continue
         metadata.append(FileMetadata(printable_path(entry.path), entry.size_in_bytes, entry.last_updated_in_seconds))
@@ -104,7 +112,7 @@ def _plan_class_folders(config: Config, root: str) -> PlannedInput:
     if not sources:
         raise PlanError(
             f"no images in class folders below {root} ({len(metadata)} file(s) listed"
-            + (f", {unlisted} folder(s) or link(s) that cannot be listed" if unlisted else "")
+            + (f", {len(unlisted)} folder(s) or link(s) that cannot be listed" if unlisted else "")
             + f"; image extensions: {' '.join(config.image.extensions)})"
         )
     # Every listed file, and everything that could not be listed, is a source the job must
@@ -113,7 +121,7 @@ def _plan_class_folders(config: Config, root: str) -> PlannedInput:
         tuple(sorted(labels)),
         (),
         split_bytes,
-        _listing(metadata, len(metadata) + unlisted),
+        _listing(metadata, len(metadata) + len(unlisted), unlisted),
         math.ceil(sources / SOURCES_PER_PERMUTE_BUCKET),
     )
 
@@ -160,10 +168,17 @@ def _plan_image_csv(config: Config, csv_uri: str) -> PlannedInput:
 
 
 def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
-    metadata = sorted(storage.match(pattern), key=lambda m: m.path)
-    if not metadata:
+    metadata, unlisted = [], {}
+    for entry in storage.list_matching(pattern):
+        if isinstance(entry, storage.Unlisted):  # a dangling link: the job's `list` dead letter
+            unlisted[printable_path(entry.path)] = entry.reason
+            _LOG.warning("cannot list %s: %s", printable_path(entry.path), entry.reason)
+        else:
+            metadata.append(entry)
+    if not metadata and not unlisted:
         raise PlanError(f"no CSV files match {pattern}")
-    first, columns = _first_header(metadata, pattern)
+    named = [f"{path}: {reason}" for path, reason in sorted(unlisted.items())]
+    first, columns = _first_header(sorted(metadata, key=lambda m: m.path), pattern, named)
     if not columns:
         raise PlanError(f"{first} has no header line")
     undeclared = set(config.csv.schema) - set(columns)
@@ -172,15 +187,20 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     total = sum(m.size_in_bytes for m in metadata)
     split_bytes = {name: int(total * fraction) for name, fraction in config.splits.items()}
     return PlannedInput(
-        (), columns, split_bytes, _listing(metadata, None), math.ceil(total / CSV_BYTES_PER_PERMUTE_BUCKET)
+        (),
+        columns,
+        split_bytes,
+        _listing(metadata, None, list(unlisted)),
+        math.ceil(total / CSV_BYTES_PER_PERMUTE_BUCKET),
     )
 
 
-def _first_header(metadata, pattern: str) -> tuple[str, tuple[str, ...]]:
+def _first_header(metadata, pattern: str, unlisted: list[str]) -> tuple[str, tuple[str, ...]]:
     """The first regular file and its header, which names the dataset's columns. A FIFO or device
     before it is passed over (the job makes it a dead letter), so whether the run goes ahead does
-    not depend on how the names sort; with no regular file at all, the run is refused."""
-    passed_over = []
+    not depend on how the names sort; with no regular file at all, the run is refused, naming
+    what matched instead (`unlisted`: 'path: reason' of each match that cannot be listed)."""
+    passed_over = list(unlisted)
     for m in metadata:
         try:
             return m.path, read_header(m.path)

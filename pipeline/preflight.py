@@ -9,7 +9,7 @@ import os
 
 from pipeline import storage
 from pipeline.lease import Holder, Lease
-from pipeline.local_files import not_regular
+from pipeline.local_files import dangling, not_regular
 
 
 class PreflightError(ValueError):
@@ -23,6 +23,9 @@ def check_input(kind: str, uri: str) -> None:
         _check_bucket(uri)
         return
     path = storage.pattern_root(uri) if kind == "csv" else uri
+    reason = dangling(path)
+    if reason:
+        raise PreflightError(f"input {path} is {reason}")
     if not os.path.exists(path):
         raise PreflightError(f"input {path} does not exist")
     if kind == "images" and not os.path.isdir(path):

@@ -16,17 +16,19 @@ import gzip
 import hashlib
 import io
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from apache_beam.io.filesystem import CompressionTypes, FileMetadata
+from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract.layout import TEMPORARY_SUFFIX, is_remote
-from pipeline.local_files import open_regular
+from pipeline.local_files import dangling, open_regular
 
 _AS_STORED = CompressionTypes.UNCOMPRESSED
+_GLOB = re.compile(r"[*?\[]")  # where a pattern's wildcards start, as Beam's `match` finds it
 
 
 def absolute(uri: str) -> str:
@@ -99,18 +101,45 @@ def list_below(folder: str) -> Iterator[FileMetadata | Unlisted]:
             if os.path.islink(path):
                 yield Unlisted(path, "a symbolic link to a folder: not followed (link or copy the files instead)")
         for name in filenames:
-            path = os.path.join(dirpath, name)
-            try:
-                stat = os.stat(path)
-            except FileNotFoundError:
-                if os.path.islink(path):
-                    yield Unlisted(path, "a symbolic link to nothing (dangling link)")
-                continue  # deleted while listing: no longer input
-            except OSError as e:
-                yield Unlisted(path, f"cannot read its size: {type(e).__name__}: {e.strerror or e}")
-                continue
-            yield FileMetadata(path, stat.st_size, stat.st_mtime)
+            entry = _listed_file(os.path.join(dirpath, name))
+            if entry is not None:
+                yield entry
     yield from _unlisted_folders(failed)
+
+
+def _listed_file(path: str) -> FileMetadata | Unlisted | None:
+    """A local file's metadata; Unlisted when it cannot be stat'ed (a dangling link, ...); None
+    when it is gone (deleted while listing: no longer input)."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        reason = dangling(path)
+        return Unlisted(path, reason) if reason else None
+    except OSError as e:
+        return Unlisted(path, f"cannot read its size: {type(e).__name__}: {e.strerror or e}")
+    return FileMetadata(path, stat.st_size, stat.st_mtime)
+
+
+def list_matching(pattern: str) -> Iterator[FileMetadata | Unlisted]:
+    """Every file the glob pattern matches, as `match` finds them, and as `Unlisted` each match
+    that cannot be stat'ed (a dangling link, a link loop), which Beam's local `match` drops without
+    a word. A pattern's folders are not files: what `list_below` reports of them (an unreadable
+    folder, a link to one) is left out here, as `match` leaves them out. gs:// has no such cases."""
+    if is_remote(pattern):
+        yield from match(pattern)
+        return
+    if pattern.endswith("/"):
+        pattern += "*"  # as `match` reads it
+    prefix = _GLOB.split(pattern, 1)[0]
+    if prefix == pattern:  # no wildcard: the file itself
+        entry = _listed_file(pattern)
+        if entry is not None:
+            yield entry
+        return
+    matches = re.compile(FileSystem.translate_pattern(pattern)).match  # `match`'s own syntax
+    for entry in list_below(os.path.dirname(prefix)):
+        if matches(entry.path) and not (isinstance(entry, Unlisted) and os.path.isdir(entry.path)):
+            yield entry
 
 
 def _unlisted_folders(failed: list[OSError]) -> Iterator[Unlisted]:

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.abc
+import io
 import logging
 import sys
 
 import yaml
 
 from pipeline.flags import COMMAND_FLAGS, DEBUG_FLAG
+from pipeline.local_files import open_regular
 
 CLOUD_PACKAGES = ("apache_beam.io.gcp", "google.cloud", "apitools")
 INTEGRATION_PACKAGES = ("pandas", "pyarrow", "pymongo", "bson")  # bson: pymongo's
@@ -77,7 +79,9 @@ def needs_cloud(argv: list[str]) -> bool:
 
 
 def _config_file(path: str) -> dict:
-    with open(path, encoding="utf-8") as f:
+    """The config file's settings. One that is not a regular file raises NotARegularFile (an
+    OSError: the command then refuses it) instead of waiting on a FIFO or reading a device."""
+    with io.TextIOWrapper(open_regular(path), encoding="utf-8") as f:
         values = yaml.safe_load(f)
     if values is None:
         return {}

@@ -15,6 +15,8 @@ import sys
 import pytest
 
 from pipeline.cli import main
+from pipeline.contract.versions import resolve_dataset
+from pipeline.storage import read_text
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
 from transforms.splits import assign_split
 
@@ -161,3 +163,65 @@ def test_fifos_and_device_links_among_the_csvs_are_dead_letters_not_hangs(tmp_pa
     counts = manifest.counts
     assert (counts.listed, counts.written, counts.skipped, counts.errors) == (len(expected) + 2, len(expected), 0, 2)
     assert manifest.errors_by_stage == {"read": 2}
+
+
+@pytest.mark.parametrize("command", ["convert", "refresh"])
+def test_a_dangling_link_among_the_csvs_is_a_list_dead_letter_not_left_out(tmp_path, command):
+    """Beam's local matching cannot read a dangling link's size and drops it without a word; like a
+    dangling link in a class folder, it is one `list` dead letter naming where it points, counted
+    as listed. One sorts first, where the planner takes the dataset's header from."""
+    tables, out = tmp_path / "tables", tmp_path / "ds"
+    shutil.copytree(SAMPLE, tables)
+    os.symlink("missing.csv", tables / "gone.csv")  # relative, as `ln -s missing.csv gone.csv` makes
+    os.symlink(tmp_path / "elsewhere.csv.gz", tables / "a-first.csv.gz")
+    argv = [command, "--kind", "csv", "--input", tables / "*.csv*", "--output", out, "--max_error_fraction", "0.5"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", *map(str, argv)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    dataset = resolve_dataset(str(out), read_text)
+    assert sorted(read_dead_letters(dataset), key=lambda d: d["source"]) == [
+        {
+            "source": str(tables / "a-first.csv.gz"),
+            "stage": "list",
+            "reason": f"a link to {tmp_path / 'elsewhere.csv.gz'}, which does not exist (dangling link)",
+        },
+        {
+            "source": str(tables / "gone.csv"),
+            "stage": "list",
+            "reason": f"a link to {tables / 'missing.csv'}, which does not exist (dangling link)",
+        },
+    ]
+    expected = source_rows(SAMPLE)
+    manifest = load_manifest(dataset)
+    written = sorted(str(r["id"]) for split in manifest.splits for r in read_split(dataset, split))
+    assert written == sorted(expected)
+    counts = manifest.counts
+    assert (counts.listed, counts.written, counts.skipped, counts.errors) == (len(expected) + 2, len(expected), 0, 2)
+    assert manifest.errors_by_stage == {"list": 2}
+
+
+def test_a_refresh_after_a_link_dangles_is_a_new_version_that_reports_it(tmp_path):
+    """The link is part of the input even though it holds no rows: a refresh that called the input
+    unchanged would never report it."""
+    tables, root = tmp_path / "tables", tmp_path / "versions"
+    shutil.copytree(SAMPLE, tables)
+    argv = ["refresh", "--kind", "csv", "--input", tables / "*.csv*", "--output", root, "--max_error_fraction", "0.5"]
+
+    def refresh() -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "pipeline", *map(str, argv)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return resolve_dataset(str(root), read_text)
+
+    first = refresh()
+    os.symlink("missing.csv", tables / "gone.csv")
+    second = refresh()
+    assert second != first, "a new version"
+    assert [(d["source"], d["stage"]) for d in read_dead_letters(second)] == [(str(tables / "gone.csv"), "list")]
+    assert load_manifest(second).counts.listed == load_manifest(first).counts.listed + 1

@@ -95,12 +95,52 @@ def test_an_image_csv_that_is_a_fifo_or_device_is_refused_not_waited_on(tmp_path
     assert f"input {tmp_path / 'labels.csv'} {reason}" in refused_in_a_process(argv)
 
 
+@pytest.mark.parametrize("command", [[], ["refresh"]])
+def test_an_image_csv_that_is_a_dangling_link_is_refused_naming_its_target(tmp_path, command):
+    os.symlink(tmp_path / "moved.csv", tmp_path / "labels.csv")
+    argv = [*command, "--kind", "image_csv", "--input", tmp_path / "labels.csv", "--output", tmp_path / "out"]
+    target = tmp_path / "moved.csv"
+    assert f"input {tmp_path / 'labels.csv'} is a link to {target}, which does not exist (dangling link)" in (
+        refused_in_a_process(argv)
+    )
+
+
+def test_a_single_csv_that_is_a_dangling_link_is_refused_naming_its_target(tmp_path):
+    """Beam's matching would find no file there and say no more than that."""
+    (tmp_path / "in").mkdir()
+    os.symlink("gone.csv", tmp_path / "in/only.csv")
+    argv = ["--kind", "csv", "--input", tmp_path / "in/only.csv", "--output", tmp_path / "out"]
+    reason = f"a link to {tmp_path / 'in/gone.csv'}, which does not exist (dangling link)"
+    assert f"no regular file matches {tmp_path / 'in/only.csv'} ({tmp_path / 'in/only.csv'}: {reason})" in (
+        refused_in_a_process(argv)
+    )
+    assert not (tmp_path / "out/manifest.json").exists()
+
+
 def test_a_single_csv_that_is_a_fifo_is_refused_before_the_job(tmp_path):
     (tmp_path / "in").mkdir()
     os.mkfifo(tmp_path / "in/only.csv")
     argv = ["--kind", "csv", "--input", tmp_path / "in/only.csv", "--output", tmp_path / "out"]
     assert f"{tmp_path / 'in/only.csv'}: not a regular file: a FIFO" in refused_in_a_process(argv)
     assert not (tmp_path / "out/manifest.json").exists()
+
+
+@pytest.mark.parametrize("command", [[], ["refresh"]])
+@pytest.mark.parametrize(
+    "make, what",
+    [
+        (os.mkfifo, "not a regular file: a FIFO"),
+        (lambda p: os.symlink("/dev/zero", p), "not a regular file: a link to /dev/zero, a character device"),
+    ],
+)
+def test_a_config_file_that_is_a_fifo_or_device_is_refused_not_waited_on(tmp_path, command, make, what):
+    """Read twice before any work (pipeline.unused_modules, before Beam is imported; then the
+    command's load_config): neither may wait on a FIFO or read a device."""
+    (tmp_path / "in").mkdir()
+    make(tmp_path / "settings.yaml")
+    argv = [*command, "--config", tmp_path / "settings.yaml", "--input", tmp_path / "in", "--output", tmp_path / "out"]
+    errors = [line for line in refused_in_a_process(argv).splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and errors[0].endswith(f"cannot read config {tmp_path / 'settings.yaml'}: {what}"), errors
 
 
 def test_an_output_inside_the_input_is_refused(photos, caplog):

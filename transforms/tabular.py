@@ -11,7 +11,9 @@ count of dead letters could weigh them against the error budget, and a run that 
 part of its input must not pass it. A malformed row is a dead letter, and so is each row of a file
 with another header. A FIFO, socket or device matching the pattern (or a link to one) holds no
 rows to lose, and reading it would wait for a writer or never end: it is not read, and is one
-`read` dead letter, as a file whose header cannot be parsed is one `header` dead letter.
+`read` dead letter, as a file whose header cannot be parsed is one `header` dead letter. A match
+that cannot be listed (a dangling link: Beam's own matching drops it) is one `list` dead letter,
+as in a class folder (`ListCsvFiles`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from transforms import stopping
 from transforms.counting import counter
 from transforms.example_proto import encode_example
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record
-from transforms.sources import relative_key, strip_bom
+from transforms.sources import printable_path, relative_key, strip_bom
 from transforms.splits import assign_split
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
@@ -89,6 +91,27 @@ def read_header(uri: str) -> tuple[str, ...]:
     """The first line of a CSV file, as column names (a UTF-8 BOM before it is not part of them)."""
     with storage.open_text(uri) as text:
         return tuple(next(csv.reader(strip_bom(text)), ()))
+
+
+class ListCsvFiles(beam.DoFn):
+    """The impulse -> the metadata of every file the pattern matches; a match that cannot be listed
+    (storage.list_matching: a dangling link) is a `list` dead letter naming it, counted as listed
+    (each file is counted listed once: here, or by the rows ReadCsvRows finds in it)."""
+
+    def __init__(self, pattern: str):
+        self._pattern = pattern
+        self._listed, self._errors = counter("listed"), counter("errors")
+
+    def process(self, _):
+        for entry in storage.list_matching(self._pattern):
+            if isinstance(entry, storage.Unlisted):
+                self._listed.inc()
+                self._errors.inc()
+                yield beam.pvalue.TaggedOutput(
+                    DEAD_LETTERS, DeadLetter(printable_path(entry.path), "list", entry.reason)
+                )
+            else:
+                yield entry
 
 
 class UnreadableCsvError(RuntimeError):

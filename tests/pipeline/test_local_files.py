@@ -11,7 +11,7 @@ import tempfile
 import pytest
 
 from pipeline import storage
-from pipeline.local_files import NotARegularFile, open_regular
+from pipeline.local_files import NotARegularFile, dangling, open_regular
 
 
 @pytest.fixture(autouse=True)
@@ -75,3 +75,14 @@ def test_storage_refuses_them_on_every_local_read(tmp_path):
                 read(path)
         with pytest.raises(NotARegularFile):
             list(storage.text_lines(path))
+
+
+def test_a_dangling_link_is_named_with_the_target_it_lacks(tmp_path):
+    os.symlink("missing.csv", tmp_path / "gone.csv")  # relative, as `ln -s missing.csv gone.csv` makes
+    os.symlink(tmp_path / "gone.csv", tmp_path / "via.csv")  # a chain ending nowhere
+    (tmp_path / "a.csv").write_bytes(b"id\n")
+    os.symlink(tmp_path / "a.csv", tmp_path / "link.csv")
+    reason = f"a link to {tmp_path / 'missing.csv'}, which does not exist (dangling link)"
+    assert dangling(str(tmp_path / "gone.csv")) == dangling(str(tmp_path / "via.csv")) == reason
+    assert dangling(str(tmp_path / "a.csv")) is dangling(str(tmp_path / "link.csv")) is None
+    assert dangling(str(tmp_path / "nothing.csv")) is None  # not there at all: not a link

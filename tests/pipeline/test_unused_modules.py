@@ -84,6 +84,26 @@ def test_an_unreadable_config_keeps_them(tmp_path):
     assert needs_cloud(["--config", str(tmp_path / "missing.yaml")])
 
 
+def test_a_config_that_is_a_fifo_keeps_them_without_waiting_or_importing_beam(tmp_path):
+    """Read before Beam is imported: a FIFO's open would wait for a writer, and the command, not
+    this, says what is wrong with the file. In a process with a time limit, so a hang fails."""
+    os.mkfifo(tmp_path / "settings.yaml")
+    code = (
+        "import sys\n"
+        "from pipeline.unused_modules import needs_cloud\n"
+        "print(needs_cloud(['--config', sys.argv[1]]), 'apache_beam' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "settings.yaml")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.split() == ["True", "False"]
+
+
 _LOADED = (
     "import atexit, sys\n"
     "before = set(sys.modules)\n"  # google.cloud itself: a namespace package that site's .pth files make

@@ -1,6 +1,7 @@
 """Listing class folders: nothing below the input folder may vanish from the listing. What cannot
 be listed (an unreadable folder, a link not followed, a dangling link) and images whose names are
-not UTF-8 come back as dead letters, the same on the planner's side and in the job."""
+not UTF-8 come back as dead letters, the same on the planner's side and in the job. A file
+pattern (the CSV kind) lists what Beam's `match` lists, and the dangling links it drops."""
 
 from __future__ import annotations
 
@@ -69,9 +70,10 @@ def test_links_that_are_not_followed_are_dead_letters(tmp_path):
     os.symlink(tmp_path / "nothing.jpg", root / "cat" / "dangling.jpg")
     os.symlink(elsewhere / "cat" / "1.jpg", root / "cat" / "linked.jpg")  # a link to a file is read
     letters = {o.source: o.reason for o in _outcomes(root) if isinstance(o, DeadLetter)}
+    dangling = f"a link to {tmp_path / 'nothing.jpg'}, which does not exist (dangling link)"
     assert letters == {
         str(root / "linked_class"): "a symbolic link to a folder: not followed (link or copy the files instead)",
-        str(root / "cat" / "dangling.jpg"): "a symbolic link to nothing (dangling link)",
+        str(root / "cat" / "dangling.jpg"): dangling,
     }
     assert str(root / "cat" / "linked.jpg") in {o.uri for o in _outcomes(root) if isinstance(o, Source)}
 
@@ -122,3 +124,39 @@ def test_the_job_lists_what_the_planner_lists(tmp_path):
         sources = listed.sources | beam.FlatMap(lambda sources: sources)
         assert_that((sources, listed.skipped, listed.dead_letters) | beam.Flatten(), equal_to(expected), label="All")
     shutil.rmtree(root)
+
+
+def test_a_pattern_lists_what_match_lists_and_the_dangling_links_it_drops(tmp_path):
+    root = tmp_path / "in"
+    (root / "sub").mkdir(parents=True)
+    for name in ("a.csv", "b.csv.gz", "notes.txt", "sub/c.csv"):
+        (root / name).write_bytes(b"id\n1\n")
+    os.mkfifo(root / "pipe.csv")  # listed: reading it is the reader's business (a `read` dead letter)
+    os.symlink(root / "a.csv", root / "linked.csv")
+    os.symlink("missing.csv", root / "gone.csv")
+    os.symlink(root / "missing", root / "sub" / "gone.csv")
+    os.symlink(root / "sub", root / "folder.csv")  # a folder, not a file: neither lists it
+    gone = {
+        str(root / "gone.csv"): f"a link to {root / 'missing.csv'}, which does not exist (dangling link)",
+        str(root / "sub" / "gone.csv"): f"a link to {root / 'missing'}, which does not exist (dangling link)",
+    }
+    for pattern, dangling in [
+        (f"{root}/*.csv*", ["gone.csv"]),
+        (f"{root}/**.csv", ["gone.csv", "sub/gone.csv"]),
+        (f"{root}/sub/", ["sub/gone.csv"]),
+        (f"{root}/gone.csv", ["gone.csv"]),
+        (f"{root}/a.csv", []),
+        (f"{tmp_path}/nowhere/*.csv", []),
+    ]:
+        listed = list(storage.list_matching(pattern))
+        files = sorted((m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in storage.match(pattern))
+        assert (
+            sorted(
+                (m.path, m.size_in_bytes, m.last_updated_in_seconds)
+                for m in listed
+                if not isinstance(m, storage.Unlisted)
+            )
+            == files
+        ), pattern
+        unlisted = {u.path: u.reason for u in listed if isinstance(u, storage.Unlisted)}
+        assert unlisted == {str(root / name): gone[str(root / name)] for name in dangling}, pattern
