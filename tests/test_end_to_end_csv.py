@@ -156,13 +156,18 @@ def test_fifos_and_device_links_among_the_csvs_are_dead_letters_not_hangs(tmp_pa
         "a-pipe.csv": ("read", "not a regular file: a FIFO"),
         "zero.csv": ("read", "not a regular file: a link to /dev/zero, a character device"),
     }
+    _assert_every_sample_row_and_two_errors(out, "read")
+
+
+def _assert_every_sample_row_and_two_errors(dataset, stage: str) -> None:
+    """Every row of the sample tables written, and the two bad files counted as listed errors."""
     expected = source_rows(SAMPLE)
-    manifest = load_manifest(out)
-    written = sorted(str(r["id"]) for split in manifest.splits for r in read_split(out, split))
+    manifest = load_manifest(dataset)
+    written = sorted(str(r["id"]) for split in manifest.splits for r in read_split(dataset, split))
     assert written == sorted(expected)
     counts = manifest.counts
     assert (counts.listed, counts.written, counts.skipped, counts.errors) == (len(expected) + 2, len(expected), 0, 2)
-    assert manifest.errors_by_stage == {"read": 2}
+    assert manifest.errors_by_stage == {stage: 2}
 
 
 @pytest.mark.parametrize("command", ["convert", "refresh"])
@@ -192,13 +197,7 @@ def test_a_dangling_link_among_the_csvs_is_a_list_dead_letter_not_left_out(tmp_p
             "reason": f"a link to {tables / 'missing.csv'}, which does not exist (dangling link)",
         },
     ]
-    expected = source_rows(SAMPLE)
-    manifest = load_manifest(dataset)
-    written = sorted(str(r["id"]) for split in manifest.splits for r in read_split(dataset, split))
-    assert written == sorted(expected)
-    counts = manifest.counts
-    assert (counts.listed, counts.written, counts.skipped, counts.errors) == (len(expected) + 2, len(expected), 0, 2)
-    assert manifest.errors_by_stage == {"list": 2}
+    _assert_every_sample_row_and_two_errors(dataset, "list")
 
 
 def test_a_refresh_after_a_link_dangles_is_a_new_version_that_reports_it(tmp_path):
