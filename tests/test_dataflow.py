@@ -205,6 +205,15 @@ def test_the_command_line_prints_settings_and_reports_bad_ones(capsys, monkeypat
 TIMED_FLUSH = "data_buffer_time_limit_ms=1000"  # starts Beam 2.77's racy flush thread in the SDK harness
 
 
+def test_a_settings_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "dataflow.yaml"
+    os.mkfifo(fifo)
+    argv = [sys.executable, "-m", "pipeline.dataflow", "get", "job.region", "--config", str(fifo)]
+    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == f"error: cannot read {fifo}: not a regular file: a FIFO"
+
+
 @pytest.mark.parametrize("experiments", [f"[use_runner_v2, {TIMED_FLUSH}]", TIMED_FLUSH, f"[a,{TIMED_FLUSH}]"])
 def test_settings_refuse_an_experiment_that_drops_records_on_every_launch_path(experiments, capsys, monkeypatch):
     with pytest.raises(SettingsError, match="job.experiments: refusing .* dropped silently; drop the experiment"):

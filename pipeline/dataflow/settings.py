@@ -8,6 +8,7 @@ conversion config; the `job:` keys are the rows of pipeline.dataflow.launch_flag
 
 from __future__ import annotations
 
+import io
 import os
 import pathlib
 import re
@@ -17,6 +18,7 @@ from typing import Any
 import yaml
 
 from pipeline.dataflow.launch_flags import JOB_KEYS
+from pipeline.local_files import open_regular
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "cloud" / "dataflow.yaml"  # configs/*.yaml are conversion configs
@@ -128,8 +130,9 @@ def load_settings(
     """The YAML at `path` (default: DEFAULT_CONFIG) with `assignments` applied and placeholders
     expanded (from `environ`, default os.environ); checked. Every section is present."""
     path = path or DEFAULT_CONFIG
-    try:
-        raw = yaml.safe_load(pathlib.Path(path).read_text(encoding="utf-8")) or {}
+    try:  # a FIFO or device (or a link to one) is refused, not waited on (pipeline.local_files)
+        with io.TextIOWrapper(open_regular(str(path)), encoding="utf-8") as f:
+            raw = yaml.safe_load(f) or {}
     except OSError as e:
         raise SettingsError(f"cannot read {path}: {e}") from e
     if not isinstance(raw, dict):
