@@ -52,13 +52,17 @@ def _set_up_logging(debug: bool) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     logging.getLogger(HideInMemoryWorkersWarning.LOGGER).addFilter(HideInMemoryWorkersWarning())
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, QuietStops) for f in handler.filters):
-            handler.addFilter(QuietStops())
+    _filter_every_handler(QuietStops)
     if not debug:
-        for handler in logging.getLogger().handlers:
-            if not any(isinstance(f, OneLine) for f in handler.filters):
-                handler.addFilter(OneLine())
+        _filter_every_handler(OneLine)
+
+
+def _filter_every_handler(kind: type[logging.Filter]) -> None:
+    """Adds a `kind` filter to each handler of the root logger that has none yet (once per
+    process, however many commands the process runs)."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, kind) for f in handler.filters):
+            handler.addFilter(kind())
 
 
 def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:

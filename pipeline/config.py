@@ -12,7 +12,6 @@ their lower-cased extension).
 from __future__ import annotations
 
 import difflib
-import io
 import pathlib
 import re
 from collections.abc import Mapping
@@ -26,7 +25,7 @@ from pydantic import Field, Strict
 from pipeline.contract.features import DEFAULT_IMAGE_KEYS
 from pipeline.contract.manifest import KINDS
 from pipeline.flags import CONVERT_FLAGS
-from pipeline.local_files import open_regular
+from pipeline.local_files import open_regular_text
 from pipeline.sharding import ShardConfig
 from transforms.image_check import ALPHA_MODES, DEFAULT_MAX_PIXELS, Encoding, max_pixels_limit
 from transforms.splits import check_split_name
@@ -250,7 +249,7 @@ def load_config(path: str | None = None, overrides: Mapping[str, Any] | None = N
         try:
             # A FIFO or a device (or a link to one) is refused, not read: a FIFO's open would wait
             # for a writer, a device's read might never end (NotARegularFile, an OSError).
-            with io.TextIOWrapper(open_regular(path), encoding="utf-8") as f:
+            with open_regular_text(path) as f:
                 values = yaml.safe_load(f)
         except OSError as e:
             raise ConfigError(f"cannot read config {path}: {e}") from e

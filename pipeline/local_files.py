@@ -10,6 +10,7 @@ is imported (pipeline.unused_modules, reading the config file), open their files
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from typing import BinaryIO
@@ -67,6 +68,11 @@ def open_regular(path: str) -> BinaryIO:
         os.close(handle)
         raise
     return open(handle, "rb")
+
+
+def open_regular_text(path: str) -> io.TextIOWrapper:
+    """open_regular, as UTF-8 text (a settings file)."""
+    return io.TextIOWrapper(open_regular(path), encoding="utf-8")
 
 
 def _stat_reason(path: str) -> str | None:

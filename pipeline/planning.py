@@ -171,8 +171,9 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     metadata, unlisted = [], {}
     for entry in storage.list_matching(pattern):
         if isinstance(entry, storage.Unlisted):  # a dangling link: the job's `list` dead letter
-            unlisted[printable_path(entry.path)] = entry.reason
-            _LOG.warning("cannot list %s: %s", printable_path(entry.path), entry.reason)
+            path = printable_path(entry.path)
+            unlisted[path] = entry.reason
+            _LOG.warning("cannot list %s: %s", path, entry.reason)
         else:
             metadata.append(entry)
     if not metadata and not unlisted:

@@ -32,9 +32,10 @@ def check_input(kind: str, uri: str) -> None:
         raise PreflightError(f"input {path} is a file, expected a folder of class folders (--kind images)")
     if kind == "image_csv" and os.path.isdir(path):
         raise PreflightError(f"input {path} is a folder, expected a CSV file of image URIs (--kind image_csv)")
-    reason = not_regular(path, os.stat(path).st_mode) if kind == "image_csv" else None
-    if reason:  # reading it would wait for a writer (a FIFO) or never end (a link to /dev/zero)
-        raise PreflightError(f"input {path} is {reason}; expected a CSV file of image URIs (--kind image_csv)")
+    if kind == "image_csv":  # reading a FIFO would wait for a writer, a link to /dev/zero never end
+        reason = not_regular(path, os.stat(path).st_mode)
+        if reason:
+            raise PreflightError(f"input {path} is {reason}; expected a CSV file of image URIs (--kind image_csv)")
 
 
 def check_output(kind: str, input_uri: str, output_uri: str) -> None:

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.abc
-import io
 import logging
 import sys
 
 import yaml
 
 from pipeline.flags import COMMAND_FLAGS, DEBUG_FLAG
-from pipeline.local_files import open_regular
+from pipeline.local_files import open_regular_text
 
 CLOUD_PACKAGES = ("apache_beam.io.gcp", "google.cloud", "apitools")
 INTEGRATION_PACKAGES = ("pandas", "pyarrow", "pymongo", "bson")  # bson: pymongo's
@@ -81,7 +80,7 @@ def needs_cloud(argv: list[str]) -> bool:
 def _config_file(path: str) -> dict:
     """The config file's settings. One that is not a regular file raises NotARegularFile (an
     OSError: the command then refuses it) instead of waiting on a FIFO or reading a device."""
-    with io.TextIOWrapper(open_regular(path), encoding="utf-8") as f:
+    with open_regular_text(path) as f:
         values = yaml.safe_load(f)
     if values is None:
         return {}

@@ -93,6 +93,13 @@ def read_header(uri: str) -> tuple[str, ...]:
         return tuple(next(csv.reader(strip_bom(text)), ()))
 
 
+def _whole_file_error(listed, errors, letter: DeadLetter) -> beam.pvalue.TaggedOutput:
+    """A file that gives no rows at all, as one dead letter: one source listed, one error."""
+    listed.inc()
+    errors.inc()
+    return beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
+
+
 class ListCsvFiles(beam.DoFn):
     """The impulse -> the metadata of every file the pattern matches; a match that cannot be listed
     (storage.list_matching: a dangling link) is a `list` dead letter naming it, counted as listed
@@ -105,11 +112,8 @@ class ListCsvFiles(beam.DoFn):
     def process(self, _):
         for entry in storage.list_matching(self._pattern):
             if isinstance(entry, storage.Unlisted):
-                self._listed.inc()
-                self._errors.inc()
-                yield beam.pvalue.TaggedOutput(
-                    DEAD_LETTERS, DeadLetter(printable_path(entry.path), "list", entry.reason)
-                )
+                letter = DeadLetter(printable_path(entry.path), "list", entry.reason)
+                yield _whole_file_error(self._listed, self._errors, letter)
             else:
                 yield entry
 
@@ -134,13 +138,10 @@ class ReadCsvRows(beam.DoFn):
             with storage.open_text(path, errors="surrogateescape") as text:
                 yield from self._rows(path, key, csv.reader(strip_bom(text)))
         except csv.Error as e:  # before the first row: the header cannot be parsed
-            self._listed.inc()
-            self._errors.inc()
-            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(path, "header", f"malformed header: {e}"))
+            letter = DeadLetter(path, "header", f"malformed header: {e}")
+            yield _whole_file_error(self._listed, self._errors, letter)
         except NotARegularFile as e:  # raised by the open, before any row (module docstring)
-            self._listed.inc()
-            self._errors.inc()
-            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(path, "read", str(e)))
+            yield _whole_file_error(self._listed, self._errors, DeadLetter(path, "read", str(e)))
         except (OSError, EOFError, zlib.error) as e:  # truncated or corrupt gzip, vanished, ...
             # Its rows past the failure are unknown, so no dead letter could weigh them: the run
             # fails (module docstring). One line, naming the file: the launcher reports it.

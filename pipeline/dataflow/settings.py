@@ -8,7 +8,6 @@ conversion config; the `job:` keys are the rows of pipeline.dataflow.launch_flag
 
 from __future__ import annotations
 
-import io
 import os
 import pathlib
 import re
@@ -18,7 +17,7 @@ from typing import Any
 import yaml
 
 from pipeline.dataflow.launch_flags import JOB_KEYS
-from pipeline.local_files import open_regular
+from pipeline.local_files import open_regular_text
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "cloud" / "dataflow.yaml"  # configs/*.yaml are conversion configs
@@ -131,7 +130,7 @@ def load_settings(
     expanded (from `environ`, default os.environ); checked. Every section is present."""
     path = path or DEFAULT_CONFIG
     try:  # a FIFO or device (or a link to one) is refused, not waited on (pipeline.local_files)
-        with io.TextIOWrapper(open_regular(str(path)), encoding="utf-8") as f:
+        with open_regular_text(str(path)) as f:
             raw = yaml.safe_load(f) or {}
     except OSError as e:
         raise SettingsError(f"cannot read {path}: {e}") from e
