@@ -24,6 +24,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image
 
 import pipeline.build
+import pipeline.job
 from pipeline import shard_check
 from pipeline.cli import main
 from pipeline.contract.layout import SHARD_PARTS_FOLDER
@@ -270,6 +271,21 @@ def test_a_failed_run_leaves_nothing_behind(tmp_path, monkeypatch):
     (out / "notes.txt").write_text("the user's own file")
     assert main(convert_argv(photos(tmp_path / "src", 2), out)) == 3, "failed while running"
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_a_run_that_fails_before_reading_ends_the_processes_started_for_it(tmp_path, monkeypatch):
+    """The converting processes start while the job is set up (convert_pool.start_ahead): a job
+    that fails before its pool takes them must not leave them running."""
+
+    def fail(*args):
+        raise RuntimeError("the graph could not be built")
+
+    monkeypatch.setattr(pipeline.job, "build_pipeline", fail)
+    config = tmp_path / "config.yaml"
+    config.write_text("image: {local_processes: 2}\n")
+    before = _children(os.getpid())
+    assert main(convert_argv(photos(tmp_path / "src", 2), tmp_path / "out", "--config", config)) == 3
+    assert _children(os.getpid()) - before == set()
 
 
 # --- a rerun never destroys the good dataset

@@ -12,6 +12,10 @@ with it) costs the source it was converting, which becomes a dead letter; the so
 behind it go to a fresh process. Nothing it appended before is lost: every record it reported
 was whole in its part (transforms.part_appender).
 
+A local run starts its processes (`start_ahead`) while Beam sets the job up, so that each has its
+interpreter and imports ready when the first sources come; the pool takes them over and sends
+each one its settings.
+
 On Dataflow each core already runs its own SDK process, so the conversion stays in-process there.
 """
 
@@ -74,9 +78,10 @@ def _serve(requests: Connection, results: Connection) -> None:
 
 
 class _Worker:
-    """One converting process and the items sent to it, answered in the order they were sent."""
+    """One converting process and the items sent to it, answered in the order they were sent.
+    Its first message is to be its ImageSettings."""
 
-    def __init__(self, settings: ImageSettings):
+    def __init__(self):
         # A fresh interpreter (`python -m transforms.convert_pool`), talking over its stdin and
         # stdout: it inherits none of the runner's threads, locks or clients, as a fork would,
         # and imports none of the job's modules, as multiprocessing's spawn would (__main__). In
@@ -90,7 +95,6 @@ class _Worker:
         self.results = Connection(os.dup(self.process.stdout.fileno()), writable=False)
         self.process.stdin.close()
         self.process.stdout.close()
-        self.send(settings)
         self.pending: collections.deque[Item] = collections.deque()
         self.ready = False
 
@@ -119,6 +123,30 @@ class _Worker:
         self.results.close()
 
 
+_STARTED_AHEAD: list[_Worker] = []  # started by start_ahead, not yet taken by a pool
+
+
+def start_ahead(processes: int) -> None:
+    """Starts `processes` converting processes for the pools this process will make (ConvertPool
+    takes them before starting any of its own)."""
+    _STARTED_AHEAD.extend(_Worker() for _ in range(processes))
+
+
+def stop_unused() -> None:
+    """Ends the processes start_ahead started that no pool took (the run failed, or needed fewer)."""
+    unused = _STARTED_AHEAD[:]
+    del _STARTED_AHEAD[:]
+    _stop_all(unused)
+
+
+def _stop_all(workers: list[_Worker]) -> None:
+    """Ends the processes all at once: each one's interpreter takes a while to exit."""
+    for worker in workers:
+        worker.close_requests()
+    for worker in workers:
+        worker.wait()
+
+
 class ConvertPool:
     """ImageConverter.convert in `processes` processes: `submit` items, take their `results`."""
 
@@ -136,7 +164,8 @@ class ConvertPool:
         self._workers = [self._start() for _ in range(processes)]
 
     def _start(self) -> _Worker:
-        worker = _Worker(self._settings)
+        worker = _STARTED_AHEAD.pop() if _STARTED_AHEAD else _Worker()
+        worker.send(self._settings)
         self._answers.register(worker.results, selectors.EVENT_READ, worker)
         return worker
 
@@ -211,13 +240,11 @@ class ConvertPool:
             worker.send(_RELEASE)
 
     def shutdown(self) -> None:
-        """Ends every process, all at once: each one's interpreter takes a while to exit."""
+        """Ends every process."""
         workers, self._workers = self._workers, []
         for worker in workers:
             self._answers.unregister(worker.results)
-            worker.close_requests()
-        for worker in workers:
-            worker.wait()
+        _stop_all(workers)
         self._answers.close()
 
 

@@ -66,6 +66,23 @@ def every_kind(tmp_path_factory):
     return _sources(tmp_path_factory.mktemp("sources"), files)
 
 
+def test_a_pool_takes_the_processes_started_ahead_and_the_unused_ones_end(every_kind):
+    convert_pool.start_ahead(3)
+    ahead = [worker.process for worker in convert_pool._STARTED_AHEAD]
+    pool = ConvertPool(2, _settings())
+    try:
+        taken = {worker.process.pid for worker in pool._workers}
+        pool.submit([(source, None) for source in every_kind])
+        outcomes = list(pool.results())
+    finally:
+        pool.shutdown()
+        convert_pool.stop_unused()
+    assert taken < {process.pid for process in ahead}  # no process of its own
+    assert sum(isinstance(o, Record) for o, _ in outcomes) == len(VARIANTS)
+    assert convert_pool._STARTED_AHEAD == []
+    assert all(process.returncode is not None for process in ahead)
+
+
 def test_converting_processes_give_what_converting_in_process_gives(every_kind):
     settings = _settings()
     pool = ConvertPool(2, settings)
