@@ -19,13 +19,12 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 import pydantic.dataclasses
-import yaml
 from pydantic import Field, Strict
 
 from pipeline.contract.features import DEFAULT_IMAGE_KEYS
 from pipeline.contract.manifest import KINDS
 from pipeline.flags import CONVERT_FLAGS
-from pipeline.local_files import open_regular_text
+from pipeline.local_files import NotYaml, load_yaml
 from pipeline.sharding import ShardConfig
 from transforms.image_check import ALPHA_MODES, DEFAULT_MAX_PIXELS, Encoding, max_pixels_limit
 from transforms.splits import check_split_name
@@ -249,12 +248,11 @@ def load_config(path: str | None = None, overrides: Mapping[str, Any] | None = N
         try:
             # A FIFO or a device (or a link to one) is refused, not read: a FIFO's open would wait
             # for a writer, a device's read might never end (NotARegularFile, an OSError).
-            with open_regular_text(path) as f:
-                values = yaml.safe_load(f)
+            values = load_yaml(path)
         except OSError as e:
             raise ConfigError(f"cannot read config {path}: {e}") from e
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config {path} is not valid YAML: {' '.join(str(e).split())}") from e
+        except NotYaml as e:
+            raise ConfigError(f"config {path} {e}") from e
         if values is None:
             values = {}
         if not isinstance(values, Mapping):

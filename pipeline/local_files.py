@@ -6,14 +6,15 @@ rest raise NotARegularFile, which callers turn into a dead letter or a refusal n
 A link whose target does not exist is named by `dangling`, for listings that would drop it.
 No Beam: the converting processes (transforms.image_convert) and the process entry, before Beam
 is imported (pipeline.unused_modules, reading the config file), open their files here too.
+Settings files are read here (load_yaml), so every command refuses one that is not UTF-8 or not
+YAML in the same words.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import stat
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO"),
@@ -26,6 +27,11 @@ _KINDS = (
 
 class NotARegularFile(OSError):
     """A local input that is a FIFO, socket, device or folder, or a link to one."""
+
+
+class NotYaml(ValueError):
+    """Settings that are not UTF-8 text or not YAML. The message (`is not valid YAML: ...`) says
+    why and where; the caller puts the file or flag in front of it, for its refusal."""
 
 
 def not_regular(path: str, mode: int) -> str | None:
@@ -70,9 +76,28 @@ def open_regular(path: str) -> BinaryIO:
     return open(handle, "rb")
 
 
-def open_regular_text(path: str) -> io.TextIOWrapper:
-    """open_regular, as UTF-8 text (a settings file)."""
-    return io.TextIOWrapper(open_regular(path), encoding="utf-8")
+def load_yaml(path: str) -> Any:
+    """The YAML document in the settings file at `path` (None when empty), opened by open_regular
+    (OSError when it cannot be read); NotYaml when it is not UTF-8 or not YAML. Decoded whole, so
+    the offset of a bad byte is the file's, not that of a buffer."""
+    with open_regular(path) as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise NotYaml(f"is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} (line {line})") from e
+    return parse_yaml(text)
+
+
+def parse_yaml(text: str) -> Any:
+    """The YAML value of `text`; NotYaml, on one line, when it is not YAML."""
+    import yaml  # here only: the converting processes import this module and read no YAML
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise NotYaml(f"is not valid YAML: {' '.join(str(e).split())}") from e
 
 
 def _stat_reason(path: str) -> str | None:

@@ -25,10 +25,8 @@ import importlib.abc
 import logging
 import sys
 
-import yaml
-
 from pipeline.flags import COMMAND_FLAGS, DEBUG_FLAG
-from pipeline.local_files import open_regular_text
+from pipeline.local_files import load_yaml
 
 CLOUD_PACKAGES = ("apache_beam.io.gcp", "google.cloud", "apitools")
 INTEGRATION_PACKAGES = ("pandas", "pyarrow", "pymongo", "bson")  # bson: pymongo's
@@ -68,7 +66,7 @@ def needs_cloud(argv: list[str]) -> bool:
     try:
         ours, beam_args = parser.parse_known_args(args)
         configured = _config_file(ours.config) if ours.config else {}
-    except (_Unparsed, OSError, yaml.YAMLError, ValueError):
+    except (_Unparsed, OSError, ValueError):
         return True
     if any(arg.split("=", 1)[0] in _BEAM_RUNNER_FLAGS for arg in beam_args):
         return True
@@ -79,9 +77,9 @@ def needs_cloud(argv: list[str]) -> bool:
 
 def _config_file(path: str) -> dict:
     """The config file's settings. One that is not a regular file raises NotARegularFile (an
-    OSError: the command then refuses it) instead of waiting on a FIFO or reading a device."""
-    with open_regular_text(path) as f:
-        values = yaml.safe_load(f)
+    OSError) instead of waiting on a FIFO or reading a device, one that is not UTF-8 or not YAML
+    NotYaml (a ValueError): needs_cloud then keeps the modules, and the command refuses the file."""
+    values = load_yaml(path)
     if values is None:
         return {}
     if not isinstance(values, dict):

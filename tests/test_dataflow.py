@@ -196,6 +196,8 @@ def test_the_command_line_prints_settings_and_reports_bad_ones(capsys, monkeypat
     assert "not parameters of the refresh template" in capsys.readouterr().err
     assert dataflow_command.main([*launch_body_argv, "--param", "keep"]) == 2
     assert "--param takes NAME=VALUE, got 'keep'" in capsys.readouterr().err
+    assert dataflow_command.main(["get", "job.region", "--set", "job.labels={a: ["]) == 2
+    assert "--set job.labels={a: [: the value is not valid YAML: " in capsys.readouterr().err
     assert dataflow_command.main([*launch_body_argv, "--param", "keep=2"]) == 0
     launch = json.loads(capsys.readouterr().out)["launchParameter"]
     assert launch["parameters"]["keep"] == "2" and launch["parameters"]["kind"] == "images"
@@ -212,6 +214,22 @@ def test_a_settings_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
     result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == f"error: cannot read {fifo}: not a regular file: a FIFO"
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"job:\n  region: europe-west4\xff\n", "is not UTF-8 text: byte 0xff at offset 27 (line 2)"),
+        (b"job: [\n", "is not valid YAML: while parsing a flow node expected the node content"),
+    ],
+)
+def test_a_settings_file_that_is_not_utf8_or_not_yaml_is_refused_in_one_line(tmp_path, content, reason):
+    path = tmp_path / "dataflow.yaml"
+    path.write_bytes(content)
+    argv = [sys.executable, "-m", "pipeline.dataflow", "get", "job.region", "--config", str(path)]
+    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"error: {path} {reason}") and result.stderr.count("\n") == 1, result.stderr
 
 
 @pytest.mark.parametrize("experiments", [f"[use_runner_v2, {TIMED_FLUSH}]", TIMED_FLUSH, f"[a,{TIMED_FLUSH}]"])

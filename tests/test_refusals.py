@@ -143,6 +143,18 @@ def test_a_config_file_that_is_a_fifo_or_device_is_refused_not_waited_on(tmp_pat
     assert len(errors) == 1 and errors[0].endswith(f"cannot read config {tmp_path / 'settings.yaml'}: {what}"), errors
 
 
+@pytest.mark.parametrize("command", [[], ["refresh"]])
+def test_a_config_file_that_is_not_utf8_is_refused_naming_the_byte(tmp_path, command):
+    """Read twice before any work, as above: pipeline.unused_modules leaves it to load_config."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "settings.yaml").write_bytes(b"kind: images\n\xff\xfe: 1\n")
+    argv = [*command, "--config", tmp_path / "settings.yaml", "--input", tmp_path / "in", "--output", tmp_path / "out"]
+    stderr = refused_in_a_process(argv)
+    errors = [line for line in stderr.splitlines() if " ERROR " in line]
+    reason = "is not UTF-8 text: byte 0xff at offset 13 (line 2)"
+    assert len(errors) == 1 and errors[0].endswith(f"config {tmp_path / 'settings.yaml'} {reason}"), stderr
+
+
 def test_an_output_inside_the_input_is_refused(photos, caplog):
     line = refused(caplog, ["--input", photos, "--output", photos / "tfrecords"])
     assert "inside the input" in line and not (photos / "tfrecords").exists()

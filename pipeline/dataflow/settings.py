@@ -14,10 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import yaml
-
 from pipeline.dataflow.launch_flags import JOB_KEYS
-from pipeline.local_files import open_regular_text
+from pipeline.local_files import NotYaml, load_yaml, parse_yaml
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "cloud" / "dataflow.yaml"  # configs/*.yaml are conversion configs
@@ -77,7 +75,10 @@ def _apply_assignment(raw: dict, assignment: str) -> None:
     section, dot, key = path.partition(".")
     if not sep or not dot:
         raise SettingsError(f"--set expects SECTION.KEY=VALUE, got {assignment!r}")
-    raw.setdefault(section, {})[key] = yaml.safe_load(text) if text else ""
+    try:
+        raw.setdefault(section, {})[key] = parse_yaml(text) if text else ""
+    except NotYaml as e:
+        raise SettingsError(f"--set {assignment}: the value {e}") from e
 
 
 def _check_keys(path: str | os.PathLike, settings: Mapping[str, Mapping[str, Any]]) -> None:
@@ -130,10 +131,11 @@ def load_settings(
     expanded (from `environ`, default os.environ); checked. Every section is present."""
     path = path or DEFAULT_CONFIG
     try:  # a FIFO or device (or a link to one) is refused, not waited on (pipeline.local_files)
-        with open_regular_text(str(path)) as f:
-            raw = yaml.safe_load(f) or {}
+        raw = load_yaml(str(path)) or {}
     except OSError as e:
         raise SettingsError(f"cannot read {path}: {e}") from e
+    except NotYaml as e:
+        raise SettingsError(f"{path} {e}") from e
     if not isinstance(raw, dict):
         raise SettingsError(f"{path}: expected a mapping of sections {sorted(SECTIONS)}")
     for assignment in assignments:

@@ -11,7 +11,7 @@ import tempfile
 import pytest
 
 from pipeline import storage
-from pipeline.local_files import NotARegularFile, dangling, open_regular
+from pipeline.local_files import NotARegularFile, NotYaml, dangling, load_yaml, open_regular
 
 
 @pytest.fixture(autouse=True)
@@ -62,6 +62,13 @@ def test_a_socket_and_a_folder_are_refused(tmp_path):
 def test_a_missing_file_is_still_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         open_regular(str(tmp_path / "missing.csv"))
+
+
+def test_a_settings_file_that_is_not_utf8_names_the_byte_where_the_file_has_it(tmp_path):
+    """Past the first read buffer too: the offset is the file's."""
+    (tmp_path / "s.yaml").write_bytes(b"# padding\n" * 1000 + b"kind: \xe9\n")
+    with pytest.raises(NotYaml, match=r"^is not UTF-8 text: byte 0xe9 at offset 10006 \(line 1001\)$"):
+        load_yaml(str(tmp_path / "s.yaml"))
 
 
 def test_storage_refuses_them_on_every_local_read(tmp_path):

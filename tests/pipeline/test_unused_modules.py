@@ -81,7 +81,11 @@ def test_a_config_file_counts_as_its_settings(tmp_path, config, flags, cloud):
 
 
 def test_an_unreadable_config_keeps_them(tmp_path):
+    """The command, not this, refuses the file: missing, not UTF-8, not YAML."""
     assert needs_cloud(["--config", str(tmp_path / "missing.yaml")])
+    for content in (b"kind: csv\n\xff: 1\n", b"kind: [\n"):
+        (tmp_path / "bad.yaml").write_bytes(content)
+        assert needs_cloud(["--config", str(tmp_path / "bad.yaml")])
 
 
 def test_a_config_that_is_a_fifo_keeps_them_without_waiting_or_importing_beam(tmp_path):
