@@ -82,8 +82,9 @@ def fingerprint(entries) -> str:
 
 def _listing(metadata, sources: int | None, unlisted: Sequence[str] = ()) -> Listing:
     """The listing of the files in `metadata`; `unlisted`: what the listing found but could not
-    list (a dangling link), by path. Those count in the fingerprint as files of size -1: a run
-    reports each, so input that gained or lost one has changed (a refresh must not skip it)."""
+    list (a dangling link, an unreadable folder), by path. Those count in the fingerprint as files
+    of size -1: a run reports each, so input that gained or lost one has changed (a refresh must
+    not skip it)."""
     entries = [(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in metadata]
     marked = [(path, -1, 0) for path in unlisted]
     return Listing(
@@ -170,7 +171,7 @@ def _plan_image_csv(config: Config, csv_uri: str) -> PlannedInput:
 def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     metadata, unlisted = [], {}
     for entry in storage.list_matching(pattern):
-        if isinstance(entry, storage.Unlisted):  # a dangling link: the job's `list` dead letter
+        if isinstance(entry, storage.Unlisted):  # a dangling link, a folder: the job's `list` dead letter
             path = printable_path(entry.path)
             unlisted[path] = entry.reason
             _LOG.warning("cannot list %s: %s", path, entry.reason)

@@ -122,9 +122,9 @@ def _listed_file(path: str) -> FileMetadata | Unlisted | None:
 
 def list_matching(pattern: str) -> Iterator[FileMetadata | Unlisted]:
     """Every file the glob pattern matches, as `match` finds them, and as `Unlisted` each match
-    that cannot be stat'ed (a dangling link, a link loop), which Beam's local `match` drops without
-    a word. A pattern's folders are not files: what `list_below` reports of them (an unreadable
-    folder, a link to one) is left out here, as `match` leaves them out. gs:// has no such cases."""
+    that cannot be stat'ed (a dangling link, a link loop), and each folder the listing could not
+    enter (unreadable, or a link to a folder) that could hold matches (`_could_hold_match`): Beam's
+    local `match` drops all of these without a word. gs:// has no such cases."""
     if is_remote(pattern):
         yield from match(pattern)
         return
@@ -138,8 +138,28 @@ def list_matching(pattern: str) -> Iterator[FileMetadata | Unlisted]:
         return
     matches = re.compile(FileSystem.translate_pattern(pattern)).match  # `match`'s own syntax
     for entry in list_below(os.path.dirname(prefix)):
-        if matches(entry.path) and not (isinstance(entry, Unlisted) and os.path.isdir(entry.path)):
+        if isinstance(entry, Unlisted) and os.path.isdir(entry.path):  # a folder it could not enter
+            if _could_hold_match(pattern, entry.path):
+                yield entry._replace(reason=entry.reason + "; it may hold files the pattern matches")
+        elif matches(entry.path):
             yield entry
+
+
+def _could_hold_match(pattern: str, folder: str) -> bool:
+    """Whether files below `folder` could match the glob `pattern`, so that a folder the listing
+    cannot enter is reported exactly when it could hide input, and never when it could not (no
+    false errors). Compared component by component, split at `/`: each of the folder's must match
+    the pattern's at the same depth, and the folder must lie above the pattern's last component
+    (`root/*/x.csv`: `root/a` could, `root/a/b` could not; `root/*.csv`: `root/sub` could not). A
+    component holding `**` spans folders, so from the first one on anything could. A `?` or
+    `[...]` standing for a `/` (Beam's syntax allows it) is not foreseen."""
+    parts, names = pattern.split("/"), folder.split("/")
+    for part, name in zip(parts, names, strict=False):  # the shorter one ends the comparison
+        if "**" in part:
+            return True
+        if not re.fullmatch(FileSystem.translate_pattern(part), name):
+            return False
+    return len(names) < len(parts)
 
 
 def _unlisted_folders(failed: list[OSError]) -> Iterator[Unlisted]:

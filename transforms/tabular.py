@@ -102,8 +102,9 @@ def _whole_file_error(listed, errors, letter: DeadLetter) -> beam.pvalue.TaggedO
 
 class ListCsvFiles(beam.DoFn):
     """The impulse -> the metadata of every file the pattern matches; a match that cannot be listed
-    (storage.list_matching: a dangling link) is a `list` dead letter naming it, counted as listed
-    (each file is counted listed once: here, or by the rows ReadCsvRows finds in it)."""
+    (storage.list_matching: a dangling link, or a folder it cannot enter that could hold matches)
+    is a `list` dead letter naming it, counted as listed (each file is counted listed once: here,
+    or by the rows ReadCsvRows finds in it)."""
 
     def __init__(self, pattern: str):
         self._pattern = pattern

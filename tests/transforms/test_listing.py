@@ -22,6 +22,7 @@ from transforms.sources import ListClassFolders, classify_folder_entry, classify
 EXTENSIONS = frozenset({".jpg", ".png"})
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
 BAD_NAME = os.fsdecode(b"bad\xff.jpg")  # what os.listdir gives for these bytes: 'bad\udcff.jpg'
+LINKED_FOLDER = "a symbolic link to a folder: not followed (link or copy the files instead)"
 
 
 def _tree(root: pathlib.Path) -> pathlib.Path:
@@ -72,7 +73,7 @@ def test_links_that_are_not_followed_are_dead_letters(tmp_path):
     letters = {o.source: o.reason for o in _outcomes(root) if isinstance(o, DeadLetter)}
     dangling = f"a link to {tmp_path / 'nothing.jpg'}, which does not exist (dangling link)"
     assert letters == {
-        str(root / "linked_class"): "a symbolic link to a folder: not followed (link or copy the files instead)",
+        str(root / "linked_class"): LINKED_FOLDER,
         str(root / "cat" / "dangling.jpg"): dangling,
     }
     assert str(root / "cat" / "linked.jpg") in {o.uri for o in _outcomes(root) if isinstance(o, Source)}
@@ -93,11 +94,14 @@ def _reads_despite_permissions() -> bool:
         os.rmdir(probe)
 
 
-@pytest.mark.skipif(
+needs_unreadable_folders = pytest.mark.skipif(
     _reads_despite_permissions(),
     reason="this process reads folders whatever their mode (root), so chmod 000 cannot make one unreadable; "
     "tests/test_end_to_end_bad_listing.py covers it in a subprocess without the capability",
 )
+
+
+@needs_unreadable_folders
 def test_unreadable_folder_is_a_dead_letter(tmp_path):
     root = _tree(tmp_path / "in")
     (root / "dog" / "sub").chmod(0)
@@ -135,14 +139,15 @@ def test_a_pattern_lists_what_match_lists_and_the_dangling_links_it_drops(tmp_pa
     os.symlink(root / "a.csv", root / "linked.csv")
     os.symlink("missing.csv", root / "gone.csv")
     os.symlink(root / "missing", root / "sub" / "gone.csv")
-    os.symlink(root / "sub", root / "folder.csv")  # a folder, not a file: neither lists it
+    os.symlink(root / "sub", root / "folder.csv")  # not a file; reported only where `**` could reach into it
     gone = {
         str(root / "gone.csv"): f"a link to {root / 'missing.csv'}, which does not exist (dangling link)",
         str(root / "sub" / "gone.csv"): f"a link to {root / 'missing'}, which does not exist (dangling link)",
+        str(root / "folder.csv"): f"{LINKED_FOLDER}; it may hold files the pattern matches",
     }
     for pattern, dangling in [
         (f"{root}/*.csv*", ["gone.csv"]),
-        (f"{root}/**.csv", ["gone.csv", "sub/gone.csv"]),
+        (f"{root}/**.csv", ["folder.csv", "gone.csv", "sub/gone.csv"]),
         (f"{root}/sub/", ["sub/gone.csv"]),
         (f"{root}/gone.csv", ["gone.csv"]),
         (f"{root}/a.csv", []),
@@ -160,3 +165,50 @@ def test_a_pattern_lists_what_match_lists_and_the_dangling_links_it_drops(tmp_pa
         ), pattern
         unlisted = {u.path: u.reason for u in listed if isinstance(u, storage.Unlisted)}
         assert unlisted == {str(root / name): gone[str(root / name)] for name in dangling}, pattern
+
+
+def _dated_tree(root: pathlib.Path) -> pathlib.Path:
+    """root/2024-01/part.csv, and links to a folder (which the listing does not enter, as it cannot
+    enter an unreadable one) at depth 1 (2024-02, 2023-12, sub.csv) and depth 2 (2024-01/nested)."""
+    (root / "2024-01").mkdir(parents=True)
+    (root / "2024-01" / "part.csv").write_bytes(b"id\n1\n")
+    (root.parent / "elsewhere").mkdir()
+    for name in ("2024-02", "2023-12", "sub.csv", "2024-01/nested"):
+        os.symlink(root.parent / "elsewhere", root / name)
+    return root
+
+
+@pytest.mark.parametrize(
+    "pattern, reported",
+    [
+        ("*.csv", []),  # each link lies at the file's depth: a file there is one of root's, not inside
+        ("2024-01/", []),
+        ("*/part.csv", ["2023-12", "2024-02", "sub.csv"]),  # 2024-01/nested: where part.csv would be
+        ("2024-*/*.csv", ["2024-02"]),
+        ("*/*/part.csv", ["2023-12", "2024-01/nested", "2024-02", "sub.csv"]),
+        ("**/*.csv", ["2023-12", "2024-01/nested", "2024-02", "sub.csv"]),
+        ("2024-*/**.csv", ["2024-01/nested", "2024-02"]),
+    ],
+)
+def test_a_pattern_reports_each_folder_it_cannot_enter_that_could_hold_matches(tmp_path, pattern, reported):
+    root = _dated_tree(tmp_path / "in")
+    listed = list(storage.list_matching(f"{root}/{pattern}"))
+    unlisted = {u.path: u.reason for u in listed if isinstance(u, storage.Unlisted)}
+    expected = f"{LINKED_FOLDER}; it may hold files the pattern matches"
+    assert unlisted == {str(root / name): expected for name in reported}
+    files = [m.path for m in listed if not isinstance(m, storage.Unlisted)]
+    assert sorted(files) == sorted(m.path for m in storage.match(f"{root}/{pattern}"))
+
+
+@needs_unreadable_folders
+@pytest.mark.parametrize("pattern, reported", [("**/*.csv", True), ("*/x.csv", True), ("*.csv", False)])
+def test_a_pattern_reports_an_unreadable_folder_that_could_hold_matches(tmp_path, pattern, reported):
+    root = _tree(tmp_path / "in")
+    (root / "dog").chmod(0)
+    try:
+        listed = list(storage.list_matching(f"{root}/{pattern}"))
+    finally:
+        (root / "dog").chmod(0o755)
+    unlisted = [u for u in listed if isinstance(u, storage.Unlisted)]
+    assert [u.path for u in unlisted] == ([str(root / "dog")] if reported else [])
+    assert all("PermissionError" in u.reason for u in unlisted)
