@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import logging
 import re
 import zlib
 from collections.abc import Sequence
@@ -36,18 +37,37 @@ from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record
 from transforms.sources import printable_path, relative_key, strip_bom
 from transforms.splits import assign_split
 
+_LOG = logging.getLogger(__name__)
+
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
 _INT = re.compile(r"^[+-]?\d+$")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _BOOLS = {"true": 1, "false": 0, "1": 1, "0": 0}
 
 
+# Past this many values that are not numbers, a column is text: its values are no longer checked.
+STRAY_TEXT_LIMIT = 100
+
+
+class StrayText(NamedTuple):
+    """The few values that made an otherwise numeric column string: how many there are, how many
+    numbers they stand among, and one of them (the least by source: the same whatever the order
+    the runner gave the rows in)."""
+
+    count: int
+    numbers: int
+    source: str  # file:line
+    value: str
+
+
 @dataclasses.dataclass(frozen=True)
 class ColumnType:
-    """What the data says of one column: its dtype, and in how many rows it is empty."""
+    """What the data says of one column: its dtype, in how many rows it is empty, and, when a few
+    values kept it from being a number, those (stray_text_warning)."""
 
     dtype: str  # one of DECLARABLE_TYPES
     missing: int
+    stray_text: StrayText | None = None
 
 
 class Row(NamedTuple):
@@ -208,38 +228,73 @@ def _row_problem(row, width):
 
 class InferSchema(beam.CombineFn):
     """Per column: dtype (declared, or the narrowest of int64 < float32 < string that fits every
-    non-empty value) and whether any record lacks it."""
+    non-empty value), whether any record lacks it, and the values that made a column of numbers
+    string (up to STRAY_TEXT_LIMIT: a typo, a unit, a stray byte), which a warning names: such a
+    column would otherwise reach the trainer as strings without a word."""
 
     def __init__(self, columns: Sequence[str], declared: dict[str, str]):
         self._columns, self._declared = tuple(columns), dict(declared)
 
     def create_accumulator(self):
-        return [[True, True, 0] for _ in self._columns]  # [all int64, all float, missing count]
+        # Per column: [all int64, all float, missing, numbers, not numbers, the least not-number (source, value)]
+        return [[True, True, 0, 0, 0, None] for _ in self._columns]
 
     def add_input(self, acc, row: Row):
         for state, value in zip(acc, row.values, strict=True):
             if value == "":
                 state[2] += 1
+            elif state[4] > STRAY_TEXT_LIMIT:  # a text column
                 continue
-            if state[0] and not is_int64(value):
+            elif state[0] and is_int64(value):
+                state[3] += 1
+            elif is_float(value):
                 state[0] = False
-            if state[1] and not state[0] and not is_float(value):
-                state[1] = False
+                state[3] += 1
+            else:
+                state[0] = state[1] = False
+                state[4] += 1
+                state[5] = min(filter(None, (state[5], (row.source, value))))
         return acc
 
     def merge_accumulators(self, accumulators):
-        accumulators = list(accumulators)
+        columns = zip(*accumulators, strict=True)
         return [
-            [all(a[i][0] for a in accumulators), all(a[i][1] for a in accumulators), sum(a[i][2] for a in accumulators)]
-            for i in range(len(self._columns))
+            [
+                all(s[0] for s in states),
+                all(s[1] for s in states),
+                sum(s[2] for s in states),
+                sum(s[3] for s in states),
+                sum(s[4] for s in states),
+                min(filter(None, (s[5] for s in states)), default=None),
+            ]
+            for states in map(list, columns)
         ]
 
     def extract_output(self, acc) -> dict[str, ColumnType]:
         schema = {}
-        for name, (all_int, all_float, missing) in zip(self._columns, acc, strict=True):
-            dtype = self._declared.get(name) or ("int64" if all_int else "float32" if all_float else "string")
-            schema[name] = ColumnType(dtype, missing)
+        for name, (all_int, all_float, missing, numbers, texts, first) in zip(self._columns, acc, strict=True):
+            declared = self._declared.get(name)
+            dtype = declared or ("int64" if all_int else "float32" if all_float else "string")
+            stray = None
+            if not declared and 0 < texts <= STRAY_TEXT_LIMIT and texts < numbers:
+                stray = StrayText(texts, numbers, *first)
+                _LOG.warning("%s", stray_text_warning(name, stray))
+            schema[name] = ColumnType(dtype, missing, stray)
         return schema
+
+
+def stray_text_warning(column: str, stray: StrayText) -> str:
+    """What a user is told of a column that a few values made string."""
+    total = stray.count + stray.numbers
+    some = (
+        f"1 of its {total} values is not a number"
+        if stray.count == 1
+        else f"{stray.count} of its {total} values are not numbers"
+    )
+    return (
+        f"column {column!r} is stored as strings: {some} (for example {stray.source}: {stray.value!r}); declare "
+        "it in csv.schema (float32 or int64) to make such rows dead letters, or string to keep it as it is"
+    )
 
 
 class EncodeRows(beam.DoFn):

@@ -5,7 +5,16 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.tabular import ColumnType, InferSchema, Row, is_float, is_int64, parse_value
+from transforms.tabular import (
+    STRAY_TEXT_LIMIT,
+    ColumnType,
+    InferSchema,
+    Row,
+    StrayText,
+    is_float,
+    is_int64,
+    parse_value,
+)
 
 COLUMNS = ("id", "score", "name", "flag")
 
@@ -57,7 +66,8 @@ def test_infer_schema_over_all_rows():
             equal_to(
                 [
                     {
-                        "id": ColumnType("string", 0),  # one non-integer makes the column string
+                        # one non-number makes the column string, and is named
+                        "id": ColumnType("string", 0, StrayText(1, 3, "f.csv:5", "x")),
                         "score": ColumnType("float32", 1),  # ints and floats -> float; one empty cell
                         "name": ColumnType("string", 1),
                         "flag": ColumnType("bool", 0),  # declared
@@ -72,3 +82,49 @@ def test_infer_schema_merges_partial_accumulators():
     left = fn.add_input(fn.create_accumulator(), Row("f:1", "train", ("1",)))
     right = fn.add_input(fn.create_accumulator(), Row("f:2", "train", ("2.5",)))
     assert fn.extract_output(fn.merge_accumulators([left, right])) == {"a": ColumnType("float32", 0)}
+
+
+def _inferred(columns, data, declared=None):
+    fn = InferSchema(columns, declared or {})
+    return fn.extract_output(_added(fn, data))
+
+
+def _added(fn, data):
+    acc = fn.create_accumulator()
+    for row in data:
+        acc = fn.add_input(acc, row)
+    return acc
+
+
+def test_a_few_values_that_make_a_column_of_numbers_string_are_named_in_a_warning(caplog):
+    """A typo or a stray byte in one cell would turn a whole numeric column into strings, which
+    the trainer would get without a word: the warning names the column, how many values and one."""
+    data = rows(*[(str(i), f"{i}.5", "" if i % 3 else "n/a") for i in range(30)], ("7", "\x004", "n/a"))
+    schema = _inferred(("a", "b", "c"), data)
+    assert schema["a"] == ColumnType("int64", 0)
+    assert schema["b"] == ColumnType("string", 0, StrayText(1, 30, "f.csv:32", "\x004"))
+    assert schema["c"] == ColumnType("string", 20)  # text only: nothing stray
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "column 'b' is stored as strings: 1 of its 31 values is not a number" in warning
+    assert "f.csv:32: '\\x004'" in warning and "csv.schema" in warning
+
+
+def test_a_text_column_or_a_declared_one_is_not_warned_about(caplog):
+    past_the_limit = rows(
+        *[(f"name{i}", "1") for i in range(STRAY_TEXT_LIMIT + 1)], *[(str(i), "x") for i in range(500)]
+    )
+    assert _inferred(("name", "code"), past_the_limit, {"code": "string"}) == {
+        "name": ColumnType("string", 0),
+        "code": ColumnType("string", 0),  # declared: nothing inferred
+    }
+    as_much_text = rows(("S",), ("M",), ("1",), ("2",))
+    assert _inferred(("size",), as_much_text) == {"size": ColumnType("string", 0)}
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_stray_text_merges_to_the_same_whatever_the_order():
+    fn = InferSchema(("a",), {})
+    parts = [rows(("1",), ("2",), ("3",)), [Row("g.csv:9", "train", ("oops",))], [Row("f.csv:7", "train", ("n/a",))]]
+    accumulators = [_added(fn, part) for part in parts]
+    merged = [fn.extract_output(fn.merge_accumulators(order)) for order in (accumulators, accumulators[::-1])]
+    assert merged[0] == merged[1] == {"a": ColumnType("string", 0, StrayText(2, 3, "f.csv:7", "n/a"))}
