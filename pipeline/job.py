@@ -14,6 +14,7 @@ from pipeline.contract.manifest import Manifest, read_rejected_manifest
 from pipeline.planning import Plan
 from pipeline.publish import Publication
 from pipeline.runners import (
+    interrupts_stop_the_run,
     lean_held_bytes,
     make_pipeline,
     pipeline_options,
@@ -72,15 +73,16 @@ def _run(plan: Plan, config: Config, options: PipelineOptions, publication: Publ
     stopping.reset()
     result = None
     try:
-        result = p.run(test_runner_api=runner_api_round_trip(options))
-        submitted = submitted_job_line(result, options)
-        if submitted:  # on Dataflow: the job's id and console page, before the wait
-            print(submitted, flush=True)
-        result.wait_until_finish()
+        with interrupts_stop_the_run():
+            result = p.run(test_runner_api=runner_api_round_trip(options))
+            submitted = submitted_job_line(result, options)
+            if submitted:  # on Dataflow: the job's id and console page, before the wait
+                print(submitted, flush=True)
+            result.wait_until_finish()
     except BaseException as e:  # stop the run's threads, clean up, then re-raise (an interrupt as it is)
         stopped = False
         try:
-            stopped = stop_local_run(result)  # before the clean-up: they would write after it
+            stopped = stop_local_run(result, options)  # before the clean-up: they would write after it
         except Exception:
             _LOG.exception("could not stop the failed run's threads")
         try:

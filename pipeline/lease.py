@@ -124,11 +124,13 @@ class Lease:
 
     def release(self) -> None:
         self._stop.set()
-        if self._renewer is not None:
-            self._renewer.join()
-        if self._token is not None and not storage.delete_if_unchanged(self.path, self._token):
-            _LOG.warning("%s was no longer ours at release", self.path)
-        self._token = None
+        try:
+            if self._renewer is not None:
+                self._renewer.join()  # a Ctrl-C may end this wait: the lease goes all the same
+        finally:
+            if self._token is not None and not storage.delete_if_unchanged(self.path, self._token):
+                _LOG.warning("%s was no longer ours at release", self.path)
+            self._token = None
 
     def __enter__(self) -> Lease:
         return self

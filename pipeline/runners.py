@@ -40,10 +40,12 @@ records than it produced.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import functools
 import logging
 import os
+import signal
 import threading
 import time
 import urllib.parse
@@ -60,6 +62,7 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.direct.direct_runner import DirectPipelineResult
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.utils import thread_pool_executor
 
 from pipeline.contract.manifest import IMAGE_KINDS
 from pipeline.storage import is_remote
@@ -350,6 +353,30 @@ class HideInMemoryWorkersWarning(logging.Filter):
 STOP_SECONDS, FORCED_STOP_SECONDS = 3.0, 2.0
 
 
+@contextlib.contextmanager
+def interrupts_stop_the_run():
+    """Within it, Ctrl-C raises the stop flag (transforms.stopping) before it interrupts the main
+    thread. The FnApiRunner runs the job inside Pipeline.run(): an interrupt there unwinds through
+    Beam's clean-up, which tears down the DoFns its in-process workers are still running (each
+    failing worker would log an error) before stop_local_run gets to stop them. Left alone where
+    SIGINT has a handler other than Python's default, or off the main thread (no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+
+    def interrupt(signum, frame):
+        stopping.request_stop()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def direct_runner_threads(result) -> list[threading.Thread]:
     """The threads a BundleBasedDirectRunner run works on ([] for any other run's `result`): its
     executor's daemon workers (apache_beam/runners/direct/executor.py, _ExecutorService.workers).
@@ -360,6 +387,44 @@ def direct_runner_threads(result) -> list[threading.Thread]:
     return list(result._executor._executor.executor_service.workers)
 
 
+def in_memory_workers(options: PipelineOptions) -> bool:
+    """Whether the job's bundles run on the FnApiRunner's in-process workers (fn_api_worker_threads):
+    the parallel runner, or --runner DirectRunner (which runs a batch job on the FnApiRunner), in
+    direct_running_mode in_memory."""
+    direct = options.view_as(DirectOptions)
+    return options.view_as(StandardOptions).runner in (PARALLEL, "DirectRunner") and (
+        direct.direct_running_mode == "in_memory"
+    )
+
+
+def fn_api_worker_threads() -> list[threading.Thread]:
+    """The threads the FnApiRunner's in-process workers (in_memory) run bundles on: its
+    ParallelBundleManager (apache_beam/runners/portability/fn_api_runner/fn_runner.py) runs each
+    worker's part of a bundle as a task of Beam's shared thread pool
+    (apache_beam/utils/thread_pool_executor.py, shared_unbounded_instance), which nothing else in
+    the launcher uses in that mode. Beam waits for none of them when the main thread, which runs
+    the job inside Pipeline.run(), is interrupted. A Beam internal (the pool's _workers, and
+    _running's _work_item): tests/pipeline/test_job_stop.py fails if Beam changes it."""
+    return list(thread_pool_executor.shared_unbounded_instance()._workers)
+
+
+def _running(thread: threading.Thread) -> bool:
+    """Whether `thread` still works for the stopped run: alive, and for a thread of Beam's shared
+    pool (fn_api_worker_threads), which waits for its next task forever, on a task (its
+    _work_item, None while idle)."""
+    if isinstance(thread, thread_pool_executor._Worker):
+        return thread.is_alive() and thread._work_item is not None
+    return thread.is_alive()
+
+
+def local_run_threads(result, options: PipelineOptions) -> list[threading.Thread]:
+    """What a local run may still be working on: the lean runner's threads, or, where the
+    FnApiRunner's run() was interrupted (`result` None), its in-process workers' threads."""
+    if result is None and in_memory_workers(options):
+        return fn_api_worker_threads()
+    return direct_runner_threads(result)
+
+
 def _raise_stopped_in(thread: threading.Thread) -> None:
     """Makes `thread` raise Stopped at its next Python instruction (CPython's
     PyThreadState_SetAsyncExc): for a step of Beam's own (WriteToTFRecord's writes, its finalize)
@@ -367,30 +432,42 @@ def _raise_stopped_in(thread: threading.Thread) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(stopping.Stopped))
 
 
-def stop_local_run(result) -> bool:
-    """Stops a lean local run's threads before its launcher removes what the run wrote: the DoFns
-    stop at their next check (transforms.stopping), the runner starts no other bundle, and a step
-    that checks nothing is made to raise Stopped after STOP_SECONDS. True when every thread ended
+def _withdraw_stopped_in(thread: threading.Thread) -> None:
+    """Withdraws a Stopped that `thread` has not raised yet: a pool thread that went idle first
+    would raise it at its next task, and a later run in this process would wait for that forever."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), None)
+
+
+def stop_local_run(result, options: PipelineOptions) -> bool:
+    """Stops a local run's threads before its launcher removes what the run wrote: the DoFns stop
+    at their next check (transforms.stopping), the runner starts no other bundle, and a step that
+    checks nothing is made to raise Stopped after STOP_SECONDS. True when every thread stopped
     (always where nothing runs here: Dataflow, a finished run). `result`: what Pipeline.run()
-    returned, None when it returned nothing."""
+    returned, None when it returned nothing (the FnApiRunner's run() was interrupted: its
+    scheduling, on the main thread, ended there)."""
     stopping.request_stop()
-    threads = [t for t in direct_runner_threads(result) if t.is_alive()]
+    threads = [t for t in local_run_threads(result, options) if _running(t)]
     if not threads:
         return True
-    # cancel() stops the scheduling at once, then waits for the running bundle, however long.
-    threading.Thread(target=result.cancel, name="cancel-run", daemon=True).start()
-    if not _joined(threads, STOP_SECONDS):
-        for thread in threads:
-            if thread.is_alive():
-                _raise_stopped_in(thread)
-        if not _joined(threads, FORCED_STOP_SECONDS):
+    if result is not None:
+        # cancel() stops the scheduling at once, then waits for the running bundle, however long.
+        threading.Thread(target=result.cancel, name="cancel-run", daemon=True).start()
+    if not _stopped(threads, STOP_SECONDS):
+        forced = [t for t in threads if _running(t)]
+        for thread in forced:
+            _raise_stopped_in(thread)
+        if not _stopped(forced, FORCED_STOP_SECONDS):
             _LOG.warning("the run's threads did not stop: files it writes from now on are not cleaned up")
             return False
+        for thread in forced:
+            _withdraw_stopped_in(thread)
     return True
 
 
-def _joined(threads: list[threading.Thread], seconds: float) -> bool:
+def _stopped(threads: list[threading.Thread], seconds: float) -> bool:
     deadline = time.monotonic() + seconds
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    return not any(thread.is_alive() for thread in threads)
+    while any(_running(thread) for thread in threads):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True

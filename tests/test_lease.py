@@ -93,3 +93,19 @@ def test_a_stale_lease_is_taken_over_once(folder):
     with pytest.raises(LeaseHeldError):
         Lease(folder, "run-c").acquire()
     taker.release()
+
+
+def test_a_ctrl_c_while_the_renewer_stops_still_releases(tmp_path, monkeypatch):
+    """A Ctrl-C can come as a finished run releases its lease, while it waits for the renewer to
+    stop: the lease must not outlive the run (the next run would take it over with a warning)."""
+    lease = Lease(str(tmp_path), "run-a")
+    lease.acquire()
+    lease.keep_renewed()
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lease._renewer, "join", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lease.release()
+    assert storage.read_with_token(str(tmp_path / ".lease")) is None

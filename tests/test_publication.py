@@ -216,17 +216,25 @@ def _gone(pids: set[int], seconds: float) -> bool:
 # Seconds after the first image is read: at once, while reading, while writing and reading back,
 # about when the run commits (which it may finish first: then it exits 0 with a dataset).
 INTERRUPT_DELAYS = (0, 0.1, 0.2, 0.3, 0.4)
+# Each local runner's flags, and the line ReadImages logs as it starts reading on it.
+LOCAL_RUNNERS = {
+    "lean": ((), "reading images in 2 converting processes"),
+    "parallel": (("--direct_num_workers", 2), "reading images on "),
+}
 
 
 @pytest.mark.parametrize("delay", INTERRUPT_DELAYS)
-def test_an_interrupted_run_leaves_nothing_behind_and_says_so_in_one_line(tmp_path, delay):
+@pytest.mark.parametrize("runner", LOCAL_RUNNERS)
+def test_an_interrupted_run_leaves_nothing_behind_and_says_so_in_one_line(tmp_path, runner, delay):
     """Ctrl-C reaches the whole process group, the converting processes included: whenever it
-    comes, the run stops its threads, removes what it wrote (nothing writes after that), exits 130
-    with one line within seconds, and its converting processes end without a word."""
+    comes, on either local runner, the run stops its threads, removes what it wrote (nothing writes
+    after that), exits 130 with one line within seconds, and its converting processes end without
+    a word."""
+    flags, reading = LOCAL_RUNNERS[runner]
     source, out = photos(tmp_path / "src", 60), tmp_path / "out"
     config = tmp_path / "config.yaml"
     config.write_text("image: {local_processes: 2, read_batch: 1}\n")
-    argv = [sys.executable, "-m", "pipeline", *convert_argv(source, out, "--config", config)]
+    argv = [sys.executable, "-m", "pipeline", *convert_argv(source, out, "--config", config, *flags)]
     # Ctrl-C as in a terminal, also when the suite itself runs with SIGINT ignored (a shell's
     # background job), which the run would inherit: a caught signal is reset to its default in it.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -237,7 +245,7 @@ def test_an_interrupted_run_leaves_nothing_behind_and_says_so_in_one_line(tmp_pa
     log = []
     for line in run.stderr:  # interrupt once it reads images
         log.append(line)
-        if "reading images in 2 converting processes" in line:
+        if reading in line:
             time.sleep(delay)
             converting = _children(run.pid)
             os.killpg(run.pid, signal.SIGINT)
