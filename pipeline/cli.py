@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from pipeline.flags import DEBUG_FLAG
 from pipeline.job import EXIT_FAILED
+from pipeline.lease import Unfinished
 from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas
 from transforms.stopping import Stopped
 
@@ -73,10 +74,13 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
     _set_up_logging(debug)
     try:
         return command_main([arg for arg in argv if arg != DEBUG_FLAG])
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if debug:
             raise
-        _LOG.error("interrupted (a run cleans up what it wrote before it stops)")
+        if isinstance(e, Unfinished):
+            _LOG.error("interrupted again while cleaning up: the next run into this output removes what this one left")
+        else:
+            _LOG.error("interrupted (a run cleans up what it wrote before it stops)")
         return EXIT_INTERRUPTED
     except Exception as e:
         if debug:

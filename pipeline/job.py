@@ -11,6 +11,7 @@ from pipeline.build import build_pipeline, converting_processes
 from pipeline.config import Config
 from pipeline.contract.layout import MANIFEST_NAME, join
 from pipeline.contract.manifest import Manifest, read_rejected_manifest
+from pipeline.lease import Unfinished
 from pipeline.planning import Plan
 from pipeline.publish import Publication
 from pipeline.runners import (
@@ -80,22 +81,32 @@ def _run(plan: Plan, config: Config, options: PipelineOptions, publication: Publ
                 print(submitted, flush=True)
             result.wait_until_finish()
     except BaseException as e:  # stop the run's threads, clean up, then re-raise (an interrupt as it is)
-        stopped = False
         try:
-            stopped = stop_local_run(result, options)  # before the clean-up: they would write after it
-        except Exception:
-            _LOG.exception("could not stop the failed run's threads")
-        try:
-            rejected = publication.clean_up_failed()
-        except Exception:  # report the run's failure, not the clean-up's
-            _LOG.exception("could not clean up after the failed run in %s", publication.folder)
-            rejected = None
-        if stopped:  # nothing of this run is left to stop: DoFns of this process may run again (tests)
-            stopping.reset()
+            rejected = _stop_and_clean_up(result, options, publication)
+        except KeyboardInterrupt as again:  # what the run wrote stays, for the next run to remove
+            raise Unfinished() from again
         if not isinstance(e, Exception):
             raise
         raise RunFailedError((str(e).strip() or repr(e)).splitlines()[0], rejected) from e
     return None if stages_only(options) else _committed(plan.output, publication)
+
+
+def _stop_and_clean_up(result, options: PipelineOptions, publication: Publication) -> Manifest | None:
+    """After a failed or interrupted run: stops its threads, then removes what it wrote (but a
+    rejected run's report, which it returns)."""
+    stopped = False
+    try:
+        stopped = stop_local_run(result, options)  # before the clean-up: they would write after it
+    except Exception:
+        _LOG.exception("could not stop the failed run's threads")
+    try:
+        rejected = publication.clean_up_failed()
+    except Exception:  # report the run's failure, not the clean-up's
+        _LOG.exception("could not clean up after the failed run in %s", publication.folder)
+        rejected = None
+    if stopped:  # nothing of this run is left to stop: DoFns of this process may run again (tests)
+        stopping.reset()
+    return rejected
 
 
 def _committed(output: str, publication: Publication) -> Manifest:

@@ -30,6 +30,13 @@ class LeaseHeldError(RuntimeError):
     """Another live run holds the output."""
 
 
+class Unfinished(KeyboardInterrupt):
+    """An interrupt that stopped a run before it removed what it wrote (a second Ctrl-C during
+    its clean-up). Raised through the run's `with Lease`, it leaves the lease in place: once this
+    process is gone the lease is stale, and the next run takes it over and removes what is left,
+    as after a killed run."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Holder:
     run: str
@@ -135,8 +142,16 @@ class Lease:
     def __enter__(self) -> Lease:
         return self
 
-    def __exit__(self, *_) -> None:
-        self.release()
+    def __exit__(self, kind, error, traceback) -> None:
+        if isinstance(error, Unfinished):
+            self._abandon()
+        else:
+            self.release()
+
+    def _abandon(self) -> None:
+        """Stops renewing, leaving the lease file for the next run to take over."""
+        self._stop.set()
+        self._token = None
 
     def _holder(self) -> Holder:
         return Holder.this_process(self.run, _now(), self.seconds)

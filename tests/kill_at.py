@@ -1,6 +1,7 @@
-"""`python -m tests.kill_at MODULE:ATTRIBUTE N -- ARGS...`: runs `python -m pipeline ARGS...` and
-SIGKILLs the whole process the moment MODULE.ATTRIBUTE is called for the N-th time (1-based), as
-a crash or `kill -9` would at that point: no clean-up, no `finally`, no lease release.
+"""`python -m tests.kill_at MODULE:ATTRIBUTE N [MODULE:ATTRIBUTE N ...] -- ARGS...`: runs `python -m
+pipeline ARGS...` and SIGKILLs the whole process the moment MODULE.ATTRIBUTE is called for the N-th
+time (1-based), as a crash or `kill -9` would at that point: no clean-up, no `finally`, no lease
+release. With `--interrupt` first, each target sends a SIGINT (a Ctrl-C) instead, and the run goes on.
 
 The local runner runs the job in this process, so any function of the pipeline, in the launcher or
 in the job, is a kill point (e.g. `pipeline.storage:copy 2`: halfway through a promotion).
@@ -14,7 +15,7 @@ import signal
 import sys
 
 
-def arm(target: str, nth: int) -> None:
+def arm(target: str, nth: int, signal_number: int = signal.SIGKILL) -> None:
     module_name, _, attribute = target.partition(":")
     owner = importlib.import_module(module_name)
     for part in attribute.split(".")[:-1]:
@@ -27,18 +28,25 @@ def arm(target: str, nth: int) -> None:
         nonlocal calls
         calls += 1
         if calls == nth:
-            sys.stderr.write(f"kill_at: SIGKILL at call {nth} of {target}\n")
+            sys.stderr.write(f"kill_at: {signal.Signals(signal_number).name} at call {nth} of {target}\n")
             sys.stderr.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal_number)
         return original(*args, **kwargs)
 
     setattr(owner, name, wrapper)
 
 
 def main() -> None:
-    target, nth, separator, *args = sys.argv[1:]
-    assert separator == "--", __doc__
-    arm(target, int(nth))
+    words = sys.argv[1:]
+    signal_number = signal.SIGINT if words[0] == "--interrupt" else signal.SIGKILL
+    words = words[1:] if signal_number == signal.SIGINT else words
+    separator = words.index("--")
+    targets, args = words[:separator], words[separator + 1 :]
+    assert targets and len(targets) % 2 == 0, __doc__
+    if signal_number == signal.SIGINT:  # Ctrl-C as in a terminal, also where the caller ignores SIGINT
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    for target, nth in zip(targets[::2], targets[1::2], strict=True):
+        arm(target, int(nth), signal_number)
     from pipeline.cli import main as pipeline_main
 
     sys.exit(pipeline_main(args))

@@ -77,15 +77,19 @@ def convert_argv(source, out, *extra) -> list[str]:
 
 
 def killed_at(target: str, nth: int, argv: list[str]) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.kill_at", target, str(nth), "--", *argv],
+    done = _run_kill_at([target, str(nth)], argv)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
+    return done
+
+
+def _run_kill_at(targets: list[str], argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.kill_at", *targets, "--", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
-    return done
 
 
 @pytest.fixture(scope="module")
@@ -349,6 +353,27 @@ def test_a_killed_first_run_is_cleaned_up_by_the_next(tmp_path, target, parts_le
     killed_at(target, 1, convert_argv(source, out))
     assert not (out / "manifest.json").exists() and (out / LEASE_NAME).exists()
     assert (SHARD_PARTS_FOLDER in run_files(out)) == parts_left
+    assert main(convert_argv(source, out)) == 0, "no --overwrite needed: nothing committed was there"
+    whole_dataset(out)
+    assert run_files(out) == []
+
+
+def test_a_second_ctrl_c_during_the_clean_up_leaves_the_lease_and_the_next_run_cleans_up(tmp_path):
+    """Ctrl-C while reading, then again as the clean-up starts: what the run wrote stays, and so
+    does its lease (pipeline.lease.Unfinished), which the next run takes over as a killed run's,
+    removing what is left. The user is told so, not that the run cleaned up."""
+    source, out = photos(tmp_path / "src", 2), tmp_path / "out"
+    targets = [
+        "transforms.images:ReadImages.process",
+        "1",
+        "pipeline.folder_store:FolderPublication.clean_up_failed",
+        "1",
+    ]
+    done = _run_kill_at(["--interrupt", *targets], convert_argv(source, out))
+    assert done.returncode == 130, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "interrupted again while cleaning up" in errors[0], done.stderr[-3000:]
+    assert (out / LEASE_NAME).exists()
     assert main(convert_argv(source, out)) == 0, "no --overwrite needed: nothing committed was there"
     whole_dataset(out)
     assert run_files(out) == []
