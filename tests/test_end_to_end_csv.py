@@ -16,6 +16,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.contract.versions import resolve_dataset
+from pipeline.report import dataset_summary
 from pipeline.storage import read_text
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
 from transforms.splits import assign_split
@@ -224,3 +225,20 @@ def test_a_refresh_after_a_link_dangles_is_a_new_version_that_reports_it(tmp_pat
     assert second != first, "a new version"
     assert [(d["source"], d["stage"]) for d in read_dead_letters(second)] == [(str(tables / "gone.csv"), "list")]
     assert load_manifest(second).counts.listed == load_manifest(first).counts.listed + 1
+
+
+def test_a_column_of_numbers_that_one_value_made_string_is_a_warning_in_the_manifest_and_summary(tmp_path, capsys):
+    """One stray value ("n/a") turns a column of numbers into strings for the trainer: the run
+    says so where every user looks (the summary, `inspect`, the manifest), naming the value."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("x,y\n" + "".join(f"{i},{i}.5\n" for i in range(20)))
+    (tmp_path / "in" / "b.csv").write_text("x,y\n1,n/a\n2,3.5\n")
+    out = tmp_path / "out"
+    assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv"), "--output", str(out)]) == 0
+    manifest = load_manifest(out)
+    assert manifest.features["y"].dtype == "string" and manifest.features["x"].dtype == "int64"
+    [warning] = manifest.warnings
+    assert warning.startswith("column 'y' is stored as strings: 1 of its 22 values is not a number")
+    assert f"{tmp_path / 'in' / 'b.csv'}:2: 'n/a'" in warning
+    assert f"  warning: {warning}" in capsys.readouterr().out.splitlines()
+    assert f"  warning: {warning}" in dataset_summary(str(out), manifest).splitlines()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import logging
 import re
 import zlib
 from collections.abc import Sequence
@@ -36,8 +35,6 @@ from transforms.example_proto import encode_example
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record
 from transforms.sources import printable_path, relative_key, strip_bom
 from transforms.splits import assign_split
-
-_LOG = logging.getLogger(__name__)
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
 _INT = re.compile(r"^[+-]?\d+$")
@@ -229,8 +226,8 @@ def _row_problem(row, width):
 class InferSchema(beam.CombineFn):
     """Per column: dtype (declared, or the narrowest of int64 < float32 < string that fits every
     non-empty value), whether any record lacks it, and the values that made a column of numbers
-    string (up to STRAY_TEXT_LIMIT: a typo, a unit, a stray byte), which a warning names: such a
-    column would otherwise reach the trainer as strings without a word."""
+    string (up to STRAY_TEXT_LIMIT: a typo, a unit, a stray byte), which the manifest's warnings
+    name: such a column would otherwise reach the trainer as strings without a word."""
 
     def __init__(self, columns: Sequence[str], declared: dict[str, str]):
         self._columns, self._declared = tuple(columns), dict(declared)
@@ -275,11 +272,8 @@ class InferSchema(beam.CombineFn):
         for name, (all_int, all_float, missing, numbers, texts, first) in zip(self._columns, acc, strict=True):
             declared = self._declared.get(name)
             dtype = declared or ("int64" if all_int else "float32" if all_float else "string")
-            stray = None
-            if not declared and 0 < texts <= STRAY_TEXT_LIMIT and texts < numbers:
-                stray = StrayText(texts, numbers, *first)
-                _LOG.warning("%s", stray_text_warning(name, stray))
-            schema[name] = ColumnType(dtype, missing, stray)
+            few = not declared and 0 < texts <= STRAY_TEXT_LIMIT and texts < numbers
+            schema[name] = ColumnType(dtype, missing, StrayText(texts, numbers, *first) if few else None)
         return schema
 
 

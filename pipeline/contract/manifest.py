@@ -126,6 +126,9 @@ class Manifest:
     compression: str = GZIP  # of every shard: GZIP or NONE (pipeline.contract.layout.record_files)
     run: str = ""  # the run that wrote it (its start time, as pipeline.contract.versions names it)
     rejected: tuple[str, ...] = ()  # why the run must not be trusted (manifest.rejected.json only)
+    # What a user of the data should know that no count says (a column of numbers that a few
+    # values made string): printed with the run's summary and by `inspect`.
+    warnings: tuple[str, ...] = ()
 
     # Files written beside the dataset for other readers (TFDS metadata), relative to the folder.
     metadata_files: tuple[str, ...] = ()
@@ -190,7 +193,7 @@ class Manifest:
             }
             fields = {f.name for f in dataclasses.fields(cls)} - {"splits", "features", "counts"}
             rest = {k: body[k] for k in fields if k in body}
-            for key in ("label_map", "error_files", "rejected", "metadata_files"):
+            for key in ("label_map", "error_files", "rejected", "metadata_files", "warnings"):
                 if key in rest:
                     rest[key] = tuple(rest[key])
             rest["listing"] = Listing(**rest["listing"]) if rest.get("listing") else None
