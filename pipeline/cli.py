@@ -78,7 +78,7 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
         if debug:
             raise
         if isinstance(e, Unfinished):
-            _LOG.error("interrupted again while cleaning up: the next run into this output removes what this one left")
+            _LOG.error("interrupted while cleaning up: the next run into this output removes what this one left")
         else:
             _LOG.error("interrupted (a run cleans up what it wrote before it stops)")
         return EXIT_INTERRUPTED
