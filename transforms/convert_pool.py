@@ -104,11 +104,6 @@ class _Worker:
         except OSError:  # the process is gone: receiving says so
             pass
 
-    def stop(self) -> None:
-        """Closes the requests (the process ends) and waits for it."""
-        self.close_requests()
-        self.wait()
-
     def close_requests(self) -> None:
         """Ends the process: it exits once it has answered what it was sent."""
         self.requests.close()
@@ -219,7 +214,7 @@ class ConvertPool:
 
     def _replace(self, dead: _Worker) -> Iterator[tuple]:
         self._answers.unregister(dead.results)
-        dead.stop()
+        _stop_all([dead])
         if not dead.ready:
             self._workers.remove(dead)
             raise ProcessFailed(

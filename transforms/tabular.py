@@ -223,6 +223,17 @@ def _row_problem(row, width):
     return None
 
 
+@dataclasses.dataclass(slots=True)
+class _Tally:
+    """What InferSchema has seen of one column's non-empty values (and how many were empty)."""
+
+    all_int: bool = True
+    missing: int = 0
+    numbers: int = 0
+    not_numbers: int = 0  # counted up to STRAY_TEXT_LIMIT + 1
+    least_not_number: tuple[str, str] | None = None  # (source, value)
+
+
 class InferSchema(beam.CombineFn):
     """Per column: dtype (declared, or the narrowest of int64 < float32 < string that fits every
     non-empty value), whether any record lacks it, and the values that made a column of numbers
@@ -232,48 +243,45 @@ class InferSchema(beam.CombineFn):
     def __init__(self, columns: Sequence[str], declared: dict[str, str]):
         self._columns, self._declared = tuple(columns), dict(declared)
 
-    def create_accumulator(self):
-        # Per column: [all int64, all float, missing, numbers, not numbers, the least not-number (source, value)]
-        return [[True, True, 0, 0, 0, None] for _ in self._columns]
+    def create_accumulator(self) -> list[_Tally]:
+        return [_Tally() for _ in self._columns]
 
-    def add_input(self, acc, row: Row):
-        for state, value in zip(acc, row.values, strict=True):
+    def add_input(self, acc: list[_Tally], row: Row) -> list[_Tally]:
+        for tally, value in zip(acc, row.values, strict=True):
             if value == "":
-                state[2] += 1
-            elif state[4] > STRAY_TEXT_LIMIT:  # a text column
+                tally.missing += 1
+            elif tally.not_numbers > STRAY_TEXT_LIMIT:  # a text column
                 continue
-            elif state[0] and is_int64(value):
-                state[3] += 1
+            elif tally.all_int and is_int64(value):
+                tally.numbers += 1
             elif is_float(value):
-                state[0] = False
-                state[3] += 1
+                tally.all_int = False
+                tally.numbers += 1
             else:
-                state[0] = state[1] = False
-                state[4] += 1
-                state[5] = min(filter(None, (state[5], (row.source, value))))
+                tally.not_numbers += 1
+                tally.least_not_number = min(filter(None, (tally.least_not_number, (row.source, value))))
         return acc
 
-    def merge_accumulators(self, accumulators):
-        columns = zip(*accumulators, strict=True)
+    def merge_accumulators(self, accumulators) -> list[_Tally]:
         return [
-            [
-                all(s[0] for s in states),
-                all(s[1] for s in states),
-                sum(s[2] for s in states),
-                sum(s[3] for s in states),
-                sum(s[4] for s in states),
-                min(filter(None, (s[5] for s in states)), default=None),
-            ]
-            for states in map(list, columns)
+            _Tally(
+                all(t.all_int for t in tallies),
+                sum(t.missing for t in tallies),
+                sum(t.numbers for t in tallies),
+                sum(t.not_numbers for t in tallies),
+                min(filter(None, (t.least_not_number for t in tallies)), default=None),
+            )
+            for tallies in zip(*accumulators, strict=True)
         ]
 
-    def extract_output(self, acc) -> dict[str, ColumnType]:
+    def extract_output(self, acc: list[_Tally]) -> dict[str, ColumnType]:
         schema = {}
-        for name, (all_int, all_float, missing, numbers, texts, first) in zip(self._columns, acc, strict=True):
+        for name, t in zip(self._columns, acc, strict=True):
+            inferred = "string" if t.not_numbers else "int64" if t.all_int else "float32"
             declared = self._declared.get(name)
-            dtype = declared or ("int64" if all_int else "float32" if all_float else "string")
-            few = not declared and 0 < texts <= STRAY_TEXT_LIMIT and texts < numbers
-            schema[name] = ColumnType(dtype, missing, StrayText(texts, numbers, *first) if few else None)
+            few = not declared and 0 < t.not_numbers <= STRAY_TEXT_LIMIT and t.not_numbers < t.numbers
+            stray = StrayText(t.not_numbers, t.numbers, *t.least_not_number) if few else None
+            schema[name] = ColumnType(declared or inferred, t.missing, stray)
         return schema
 
 
