@@ -64,8 +64,8 @@ from apache_beam.runners.direct.direct_runner import DirectPipelineResult
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.utils import thread_pool_executor
 
+from pipeline.beam_lookups import remember_lookups
 from pipeline.contract.manifest import IMAGE_KINDS
-from pipeline.dofn_signatures import remember_signatures
 from pipeline.storage import is_remote
 from transforms import stopping
 from transforms.convert_pool import usable_cores
@@ -287,8 +287,8 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     """A pipeline on the runner `options` names. The FnApiRunner gets use_state_iterables: each
     GroupByKey's values then reach its workers in pages through the state API, instead of whole
     inside the bundle's data, where the runner holds three to four copies of them at once. Beam in
-    this process reads each DoFn method's signature once (pipeline.dofn_signatures)."""
-    remember_signatures()
+    this process works out what it asks again and again once (pipeline.beam_lookups)."""
+    remember_lookups()
     if options.view_as(StandardOptions).runner == PARALLEL:
         return beam.Pipeline(runner=FnApiRunner(use_state_iterables=True), options=options)
     return beam.Pipeline(options=options)

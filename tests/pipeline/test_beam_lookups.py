@@ -1,6 +1,7 @@
-"""Beam's DoFn inspection through pipeline.dofn_signatures: the same answers as Beam's own
-`get_function_args_defaults`, asked once per function, held weakly, and given to each caller as
-lists of its own; and every pipeline the job makes inspects through it, with Beam's state and
+"""Beam's repeated lookups through pipeline.beam_lookups: a function's arguments and defaults as
+Beam's own `get_function_args_defaults` gives them, asked once per function, held weakly, given
+to each caller as lists of its own; one view of the options per class, sharing their values as
+Beam's views do; and every pipeline the job makes looks both up that way, with Beam's state and
 timer checks working as before."""
 
 import functools
@@ -11,15 +12,17 @@ import weakref
 import apache_beam as beam
 import pytest
 from apache_beam.coders import VarIntCoder
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, userstate
 
-from pipeline.dofn_signatures import _ASK_BEAM as beams_own
-from pipeline.dofn_signatures import args_and_defaults
+from pipeline.beam_lookups import _ASK_BEAM as beams_own
+from pipeline.beam_lookups import _BEAMS_VIEW as beams_view
+from pipeline.beam_lookups import args_and_defaults, option_view
 from pipeline.runners import make_pipeline, pipeline_options
 
 COUNT = userstate.ReadModifyWriteStateSpec("count", VarIntCoder())
+COUNT_STATE = beam.DoFn.StateParam(COUNT)
 
 
 class _Plain(beam.DoFn):
@@ -32,7 +35,7 @@ class _Plain(beam.DoFn):
 
 
 class _Counting(beam.DoFn):
-    def process(self, element, count=beam.DoFn.StateParam(COUNT)):
+    def process(self, element, count=COUNT_STATE):
         key, value = element
         total = (count.read() or 0) + value
         count.write(total)
@@ -97,9 +100,31 @@ def test_functions_are_held_weakly():
     assert gone() is None
 
 
-def test_pipelines_inspect_through_it_and_state_still_works():
+def test_one_view_per_options_and_class_sharing_the_values():
+    options = PipelineOptions(["--runner", "SomeRunner", "--direct_num_workers", "3"])
+    standard = option_view(options, StandardOptions)
+    assert option_view(options, StandardOptions) is standard
+    assert option_view(PipelineOptions([]), StandardOptions) is not standard
+    assert (standard.runner, option_view(options, DirectOptions).direct_num_workers) == ("SomeRunner", 3)
+    standard.runner = "Another"
+    assert beams_view(options, StandardOptions).runner == "Another"
+    beams_view(options, StandardOptions).streaming = True
+    assert standard.streaming
+
+
+def test_options_are_held_weakly():
+    options = PipelineOptions([])
+    option_view(options, StandardOptions)
+    gone = weakref.ref(options)
+    del options
+    gc.collect()
+    assert gone() is None
+
+
+def test_pipelines_look_up_through_it_and_state_still_works():
     p = make_pipeline(pipeline_options([], 0))
     assert core.get_function_args_defaults is args_and_defaults
+    assert PipelineOptions.view_as is option_view
     assert userstate.is_stateful_dofn(_Counting())
     assert not userstate.is_stateful_dofn(_Plain())
     with p:
@@ -109,7 +134,7 @@ def test_pipelines_inspect_through_it_and_state_still_works():
 
 def test_beam_still_refuses_a_dofn_with_a_parameter_twice():
     class Twice(beam.DoFn):
-        def process(self, element, a=beam.DoFn.StateParam(COUNT), b=beam.DoFn.StateParam(COUNT)):
+        def process(self, element, a=COUNT_STATE, b=COUNT_STATE):
             yield element
 
     make_pipeline(PipelineOptions([]))
