@@ -53,7 +53,9 @@ def converting_processes(options: PipelineOptions, plan: Plan, config: Config) -
 def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     fractions = config.split_fractions
     if plan.kind == "images":
-        listed = p | "ListClassFolders" >> ListClassFolders(plan.input, config.image.extensions, fractions)
+        listed = p | "ListClassFolders" >> ListClassFolders(
+            plan.input, config.image.extensions, fractions, plan.listed_here
+        )
     else:
         c = config.image_csv
         listed = p | "ReadImageCsv" >> ReadImageCsv(

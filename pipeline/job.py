@@ -23,7 +23,7 @@ from pipeline.runners import (
     stop_local_run,
     submitted_job_line,
 )
-from transforms import convert_pool, stopping
+from transforms import convert_pool, listing_handover, stopping
 
 _LOG = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publi
         return _run(plan, config, options, publication)
     finally:
         convert_pool.stop_unused()
+        listing_handover.forget()
 
 
 def _run(plan: Plan, config: Config, options: PipelineOptions, publication: Publication) -> Manifest | None:

@@ -2,13 +2,16 @@
 the bytes per split (hence shard counts) and a fingerprint of the listing.
 
 The job lists again inside the pipeline (so its graph stays the same size for 10 or 10 million
-files); both sides classify with the same pure functions in `transforms.sources`.
+files); both sides classify with the same pure functions in `transforms.sources`. A job that runs
+in this process takes the planner's classified listing of class folders instead
+(`transforms.listing_handover`).
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import hashlib
 import logging
 import math
@@ -23,6 +26,7 @@ from pipeline.contract.layout import GZIP, ShardedFileTemplate, record_files
 from pipeline.contract.manifest import Listing
 from pipeline.local_files import NotARegularFile
 from pipeline.sharding import shard_count
+from transforms import listing_handover
 from transforms.outcomes import Source
 from transforms.sources import (
     check_images_exist,
@@ -51,6 +55,7 @@ class PlannedInput:
     split_bytes: dict[str, int]
     listing: Listing
     permute_buckets: int
+    listed_here: str | None = None  # the key of the classified listing kept for the job
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +71,7 @@ class Plan:
     permute_buckets: int
     compression: str = GZIP  # the manifest's spelling: GZIP or NONE
     index: bool = False  # write a record index beside each shard
+    listed_here: str | None = None  # the key of the classified listing kept for the job (listing_handover)
 
     @property
     def record_files(self) -> ShardedFileTemplate:
@@ -95,12 +101,14 @@ def _listing(metadata, sources: int | None, unlisted: Sequence[str] = ()) -> Lis
     )
 
 
-def _plan_class_folders(config: Config, root: str) -> PlannedInput:
+def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedInput:
     extensions = frozenset(config.image.extensions)
     split_bytes = {name: 0 for name in config.splits}
-    labels, sources, metadata, unlisted = set(), 0, [], []
+    labels, sources, metadata, unlisted, outcomes = set(), 0, [], [], []
     for entry in storage.list_below(root):
         outcome = classify_listed(root, entry, extensions, config.split_fractions)
+        if hand_over:
+            outcomes.append(outcome)
         if isinstance(entry, storage.Unlisted):
             unlisted.append(outcome.source)
             _LOG.warning("cannot list %s: %s", outcome.source, entry.reason)
@@ -124,6 +132,7 @@ def _plan_class_folders(config: Config, root: str) -> PlannedInput:
         split_bytes,
         _listing(metadata, len(metadata) + len(unlisted), unlisted),
         math.ceil(sources / SOURCES_PER_PERMUTE_BUCKET),
+        listing_handover.keep(outcomes) if hand_over else None,
     )
 
 
@@ -214,9 +223,15 @@ def _first_header(metadata, pattern: str, unlisted: list[str]) -> tuple[str, tup
     raise PlanError(f"no regular file matches {pattern} ({'; '.join(passed_over[:3])}{more})")
 
 
-def make_plan(config: Config) -> Plan:
+def make_plan(config: Config, hand_over: bool = False) -> Plan:
+    """The plan of a run of `config`. `hand_over`: the job will run in this process, so keep the
+    planner's classified listing of class folders for its listing step (listing_handover)."""
     source = storage.absolute(config.input_uri)
-    planner = {"images": _plan_class_folders, "image_csv": _plan_image_csv, "csv": _plan_tabular}[config.kind]
+    planner = {
+        "images": functools.partial(_plan_class_folders, hand_over=hand_over),
+        "image_csv": _plan_image_csv,
+        "csv": _plan_tabular,
+    }[config.kind]
     planned = planner(config, source)
     shards = {name: shard_count(size, config.sharding) for name, size in planned.split_bytes.items()}
     listing = planned.listing
@@ -233,4 +248,5 @@ def make_plan(config: Config) -> Plan:
         max(1, planned.permute_buckets),
         config.compression.upper(),
         config.index,
+        planned.listed_here,
     )

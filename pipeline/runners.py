@@ -120,6 +120,13 @@ def _local_runner(workers_asked: int | None, input_bytes: int, lean_held_bytes: 
     return runner
 
 
+def runs_here(beam_args: list[str]) -> bool:
+    """Whether the job runs on a local runner (no --runner given), in this process: the parallel
+    runner's worker processes (direct_running_mode multi_processing) are the exception, which
+    whatever relies on this must allow for."""
+    return not _given(beam_args, "--runner")
+
+
 def _given(beam_args: list[str], flag: str) -> bool:
     return any(arg == flag or arg.startswith(flag + "=") for arg in beam_args)
 

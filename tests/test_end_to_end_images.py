@@ -17,6 +17,7 @@ import tensorflow as tf
 from PIL import Image
 
 from pipeline.cli import main
+from pipeline.commands import convert
 from pipeline.config import load_config
 from pipeline.folder_store import FolderPublication
 from pipeline.job import RunFailedError, run_job
@@ -24,6 +25,7 @@ from pipeline.lease import Lease
 from pipeline.planning import make_plan
 from tests import broken_images
 from tests.dataset_reader import load_manifest, load_rejected, read_dead_letters, read_split
+from transforms import listing_handover
 from transforms.gzip_pieces import HEADER
 from transforms.splits import assign_split
 
@@ -262,6 +264,34 @@ def test_a_source_the_job_did_not_account_for_fails_the_run(messy_folder, tmp_pa
     assert f"accounted for {plan.listing.sources + 1} sources but {plan.listing.sources} were listed" in problem
     assert not (tmp_path / "ds" / "manifest.json").exists(), "an untrusted run never writes manifest.json"
     assert load_rejected(tmp_path / "ds").rejected == (problem,)
+
+
+def test_a_local_run_converts_what_it_planned_while_files_land(messy_folder, tmp_path, monkeypatch):
+    """On a local runner the job takes the planner's listing (transforms.listing_handover): a file
+    that lands after planning waits for the next run instead of failing this one's accounting."""
+    source = tmp_path / "in"
+    shutil.copytree(messy_folder, source)
+    late = source / "square" / "late_arrival.jpg"
+    plans = []
+
+    def plan_then_a_file_lands(config, **kwargs):
+        plans.append(make_plan(config, **kwargs))
+        shutil.copy(SAMPLE / "images/square/0002.jpg", late)
+        return plans[-1]
+
+    monkeypatch.setattr(convert, "make_plan", plan_then_a_file_lands)
+    assert main(["--input", str(source), "--output", str(tmp_path / "ds"), "--max_error_fraction", "0.5"]) == 0
+    [plan] = plans
+    assert load_manifest(tmp_path / "ds").counts.listed == plan.listing.sources
+    filenames = {r["image/filename"].decode() for records in all_records(tmp_path / "ds").values() for r in records}
+    assert str(late) not in filenames and str(source / "square" / "0002.jpg") in filenames
+    assert listing_handover.take(plan.listed_here) is None  # forgotten when the job ended
+    monkeypatch.undo()
+    assert (
+        main(["--input", str(source), "--output", str(tmp_path / "ds"), "--max_error_fraction", "0.5", "--overwrite"])
+        == 0
+    )
+    assert load_manifest(tmp_path / "ds").counts.listed == plan.listing.sources + 1
 
 
 def run_leased(plan, config):

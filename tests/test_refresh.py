@@ -12,9 +12,11 @@ import pytest
 import tensorflow as tf
 
 from pipeline.cli import main
+from pipeline.commands import refresh as refresh_command
 from pipeline.contract.layout import REJECTED_MANIFEST_NAME, SHARD_PARTS_FOLDER
 from pipeline.contract.manifest import Counts, Manifest
 from pipeline.contract.versions import LATEST_NAME, LatestPointerError, is_version, new_version, resolve_dataset
+from pipeline.planning import make_plan
 from pipeline.storage import read_text
 from pipeline.version_store import VersionPublication, apply_retention, version_states
 from tests import broken_images
@@ -144,6 +146,24 @@ def test_a_new_source_makes_a_new_version_and_no_source_changes_split(store, tmp
     assert set(splits_v2) == set(splits_v1) | {added}
     assert {key: splits_v2[key] for key in splits_v1} == splits_v1
     assert splits_v2[added] == assign_split(added, FRACTIONS)
+
+
+def test_a_source_that_lands_after_planning_waits_for_the_next_refresh(store, tmp_path, monkeypatch):
+    """The job takes the planner's listing (transforms.listing_handover), local or gs://."""
+    seed_input(store)
+
+    def plan_then_a_source_lands(config, **kwargs):
+        plan = make_plan(config, **kwargs)
+        add_source(store)
+        return plan
+
+    monkeypatch.setattr(refresh_command, "make_plan", plan_then_a_source_lands)
+    assert refresh(store) == 0
+    monkeypatch.undo()
+    v1 = latest(store)
+    assert "square/added.jpg" not in split_of_each_source(store, v1, tmp_path)
+    assert refresh(store) == 0
+    assert "square/added.jpg" in split_of_each_source(store, latest(store), tmp_path) and latest(store) > v1
 
 
 def test_a_run_over_its_error_budget_leaves_latest_and_only_its_report(store):

@@ -30,6 +30,7 @@ from apache_beam.io.filesystem import FileMetadata
 
 from pipeline import storage
 from pipeline.contract.layout import join
+from transforms import listing_handover
 from transforms.counting import counter
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Skipped, Source
 from transforms.splits import assign_split, check_split_name
@@ -326,18 +327,20 @@ class _Route(beam.DoFn):
 
 
 class _ListClassFolders(_Route):
-    """The impulse -> every entry below the folder, classified (one element: the listing streams)."""
+    """The impulse -> every entry below the folder, classified (one element: the listing streams),
+    or the planner's classified listing where it was kept for this step (listing_handover)."""
 
-    def __init__(self, root, extensions, fractions):
+    def __init__(self, root, extensions, fractions, listed_here):
         super().__init__()
         self._args = (root, frozenset(extensions), tuple(fractions))
+        self._listed_here = listed_here
 
     def process(self, _):
-        root, extensions, fractions = self._args
-        listed = storage.list_below(root)
-        yield from in_lists(
-            o for entry in listed for o in self.route(classify_listed(root, entry, extensions, fractions))
-        )
+        outcomes = listing_handover.take(self._listed_here)
+        if outcomes is None:
+            root, extensions, fractions = self._args
+            outcomes = (classify_listed(root, entry, extensions, fractions) for entry in storage.list_below(root))
+        yield from in_lists(o for outcome in outcomes for o in self.route(outcome))
 
 
 class _ParseImageCsvRows(_Route):
@@ -416,11 +419,12 @@ def _outputs(pcoll, dofn):
 
 
 @beam.ptransform_fn
-def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions):
+def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions, listed_here: str | None = None):
     """Every file below `root` (listed inside the job, so the graph does not grow with it): the
     Sources in lists (in_lists), and a dead letter for each thing below it that cannot be listed
-    (storage.list_below)."""
-    return _outputs(pbegin | "Start" >> beam.Impulse(), _ListClassFolders(root, extensions, fractions))
+    (storage.list_below). `listed_here`: the key of the planner's classified listing, taken
+    instead where the step runs in the planner's process (listing_handover)."""
+    return _outputs(pbegin | "Start" >> beam.Impulse(), _ListClassFolders(root, extensions, fractions, listed_here))
 
 
 @beam.ptransform_fn

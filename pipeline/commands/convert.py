@@ -29,7 +29,7 @@ from pipeline.output import OutputExistsError, prepare_output
 from pipeline.planning import PlanError, make_plan
 from pipeline.preflight import PreflightError, check_input, check_output, take_lease
 from pipeline.report import rejected_summary, run_summary
-from pipeline.runners import UnsafeOptionError, refuse_unsafe_options
+from pipeline.runners import UnsafeOptionError, refuse_unsafe_options, runs_here
 
 _LOG = logging.getLogger("pipeline")
 
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
         return EXIT_REFUSED
     with lease:
         try:
-            plan = make_plan(config)
+            plan = make_plan(config, hand_over=runs_here(beam_args))
             staged = prepare_output(plan.output, config.overwrite, took_over)
         except (PlanError, OutputExistsError) as e:
             _LOG.error("%s", e)

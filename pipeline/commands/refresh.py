@@ -41,7 +41,7 @@ from pipeline.lease import Lease, LeaseHeldError
 from pipeline.planning import Plan, PlanError, make_plan
 from pipeline.preflight import PreflightError, check_input, check_output, take_lease
 from pipeline.report import run_summary
-from pipeline.runners import UnsafeOptionError, make_pipeline, pipeline_options, refuse_unsafe_options
+from pipeline.runners import UnsafeOptionError, make_pipeline, pipeline_options, refuse_unsafe_options, runs_here
 from pipeline.version_store import VersionPublication, latest_version, remove_unfinished_versions
 from transforms.counting import counter
 
@@ -155,7 +155,7 @@ def _refresh(beam_args: list[str], config: Config, publication: VersionPublicati
     root = publication.root
     try:
         config = config.model_copy(update={"output": publication.folder, "overwrite": False})
-        plan = make_plan(config)
+        plan = make_plan(config, hand_over=runs_here(beam_args))
         previous = latest_version(root)
         message = unchanged_since(root, previous, plan, config) if previous else None
         if message:

@@ -29,6 +29,7 @@ from pipeline.runners import (
     pipeline_options,
     refuse_unsafe_options,
     runner_api_round_trip,
+    runs_here,
     shard_check_processes,
     spreads_work,
     writes_while_reading,
@@ -304,3 +305,16 @@ def test_only_the_lean_runner_writes_image_records_while_reading():
         ["--runner", "DirectRunner"],
     ):
         assert not writes_while_reading(_options(*flags), "images", shards, True), flags
+
+
+@pytest.mark.parametrize(
+    "beam_args, here",
+    [
+        ([], True),
+        (["--direct_num_workers", "2"], True),
+        (["--runner", "DataflowRunner", "--project", "p"], False),
+        (["--runner=DirectRunner"], False),
+    ],
+)
+def test_a_job_runs_here_without_a_runner_named(beam_args, here):
+    assert runs_here(beam_args) is here

@@ -1,7 +1,9 @@
 """Listing class folders: nothing below the input folder may vanish from the listing. What cannot
 be listed (an unreadable folder, a link not followed, a dangling link) and images whose names are
-not UTF-8 come back as dead letters, the same on the planner's side and in the job. A file
-pattern (the CSV kind) lists what Beam's `match` lists, and the dangling links it drops."""
+not UTF-8 come back as dead letters, the same on the planner's side and in the job; a job step
+that runs in the planner's process takes the planner's listing (listing_handover) instead of
+listing again, and lists when none is kept under its key. A file pattern (the CSV kind) lists
+what Beam's `match` lists, and the dangling links it drops."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline import storage
+from transforms import listing_handover
 from transforms.outcomes import DeadLetter, Skipped, Source
 from transforms.sources import ListClassFolders, classify_folder_entry, classify_listed, printable_path
 
@@ -128,6 +131,30 @@ def test_the_job_lists_what_the_planner_lists(tmp_path):
         sources = listed.sources | beam.FlatMap(lambda sources: sources)
         assert_that((sources, listed.skipped, listed.dead_letters) | beam.Flatten(), equal_to(expected), label="All")
     shutil.rmtree(root)
+
+
+def _assert_the_job_lists(root: pathlib.Path, listed_here: str | None, expected: list) -> None:
+    with TestPipeline() as p:
+        listed = p | ListClassFolders(str(root), EXTENSIONS, FRACTIONS, listed_here)
+        sources = listed.sources | beam.FlatMap(lambda sources: sources)
+        assert_that((sources, listed.skipped, listed.dead_letters) | beam.Flatten(), equal_to(expected), label="All")
+
+
+def test_the_job_takes_the_listing_the_planner_kept_here(tmp_path):
+    root = _tree(tmp_path / "in")
+    planned = _outcomes(root)
+    key = listing_handover.keep(planned)
+    try:
+        (root / "cat" / "later.jpg").write_bytes(b"new")  # lands after planning
+        _assert_the_job_lists(root, key, planned)  # what was planned, not listed again
+        _assert_the_job_lists(root, key, planned)  # a step that runs again takes it again
+        listing_handover.keep([])  # a later plan's listing replaces it
+        relisted = _outcomes(root)
+        assert len(relisted) == len(planned) + 1
+        _assert_the_job_lists(root, key, relisted)  # nothing under the key: listed again
+    finally:
+        listing_handover.forget()
+    assert listing_handover.take(key) is None
 
 
 def test_a_pattern_lists_what_match_lists_and_the_dangling_links_it_drops(tmp_path):
