@@ -185,7 +185,7 @@ def test_a_job_that_fails_while_running_exits_3_in_one_line(photos, tmp_path, ca
 
 
 def test_an_unexpected_error_is_one_line_unless_debug(photos, tmp_path, caplog, monkeypatch):
-    def boom(config):
+    def boom(config, **_):
         raise RuntimeError("planner exploded\nwith a second line")
 
     monkeypatch.setattr(pipeline.commands.convert, "make_plan", boom)
