@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
 
 from pipeline import storage
 from pipeline.config import Config, to_dict
@@ -44,10 +44,11 @@ def _written(records, plan: Plan, folder: str) -> tuple[beam.PCollection, beam.P
     return counted, list(written.values()) | "AllShardFiles" >> beam.Flatten()
 
 
-def converting_processes(options: PipelineOptions, plan: Plan, config: Config) -> int:
-    """How many processes convert this job's images (transforms.convert_pool); 0 for a CSV job, or
-    where images are converted on ReadImages' threads."""
-    return 0 if plan.kind == "csv" else image_processes(options, config.image.local_processes)
+def converting_processes(runner: str, config: Config) -> int:
+    """How many processes convert the images of a job of `config` on `runner`
+    (transforms.convert_pool); 0 for a CSV job, or where images are converted on ReadImages'
+    threads."""
+    return 0 if config.kind == "csv" else image_processes(runner, config.image.local_processes)
 
 
 def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
@@ -68,7 +69,10 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         config.image.label_offset,
         config.image.encoding,
     )
-    reading = dict(threads=config.image.read_threads, processes=converting_processes(p.options, plan, config))
+    reading = dict(
+        threads=config.image.read_threads,
+        processes=converting_processes(p.options.view_as(StandardOptions).runner, config),
+    )
     layout = ShardLayout(folder, plan.shards, plan.compression)
     into_shards = writes_while_reading(p.options, plan.kind, plan.shards, config.image.local_write_while_reading)
     # Permute the (small) source references, which the listing gives in lists, before anything

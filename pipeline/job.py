@@ -7,7 +7,7 @@ import logging
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 
 from pipeline import storage
-from pipeline.build import build_pipeline, converting_processes
+from pipeline.build import build_pipeline
 from pipeline.config import Config
 from pipeline.contract.layout import MANIFEST_NAME, join
 from pipeline.contract.manifest import Manifest, read_rejected_manifest
@@ -23,7 +23,7 @@ from pipeline.runners import (
     stop_local_run,
     submitted_job_line,
 )
-from transforms import convert_pool, listing_handover, stopping
+from transforms import listing_handover, stopping
 
 _LOG = logging.getLogger(__name__)
 
@@ -60,12 +60,9 @@ def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publi
     bytes_in = plan.listing.bytes
     held = lean_held_bytes(plan.kind, plan.shards, config.image.local_write_while_reading, plan.output, bytes_in)
     options = pipeline_options(beam_args, bytes_in, lean_held_bytes=held)
-    # Their start-up overlaps Beam's setting up of the job; ReadImages' pool takes them.
-    convert_pool.start_ahead(converting_processes(options, plan, config))
     try:
         return _run(plan, config, options, publication)
     finally:
-        convert_pool.stop_unused()
         listing_handover.forget()
 
 

@@ -97,9 +97,26 @@ def available_memory() -> int | None:
     return None
 
 
-def _local_runner(workers_asked: int | None, input_bytes: int, lean_held_bytes: int | None) -> str:
-    """`workers_asked`: the --direct_num_workers given, None if none was."""
-    runner = LEAN if workers_asked in (None, 1) else PARALLEL
+def runner_of(beam_args: list[str]) -> str:
+    """The runner a job of these flags runs on: the one --runner names; without it LEAN, or
+    PARALLEL where --direct_num_workers asks for several workers (0: one per core)."""
+    options = PipelineOptions(beam_args)
+    return options.view_as(StandardOptions).runner or _local_runner(_workers_asked(beam_args, options))
+
+
+def _workers_asked(beam_args: list[str], options: PipelineOptions) -> int | None:
+    """The --direct_num_workers given, None if none was."""
+    return options.view_as(DirectOptions).direct_num_workers if _given(beam_args, "--direct_num_workers") else None
+
+
+def _local_runner(workers_asked: int | None) -> str:
+    return LEAN if workers_asked in (None, 1) else PARALLEL
+
+
+def _log_local_runner(workers_asked: int | None, input_bytes: int, lean_held_bytes: int | None) -> str:
+    """The local runner (_local_runner), logged with its estimated peak memory, and a warning when
+    that exceeds what is available."""
+    runner = _local_runner(workers_asked)
     held = lean_held_bytes if runner == LEAN and lean_held_bytes is not None else input_bytes
     peak, available = estimated_peak(runner, held), available_memory()
     if available is not None and peak > available:
@@ -206,9 +223,7 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0, lean_held_bytes
     standard = options.view_as(StandardOptions)
     direct = options.view_as(DirectOptions)
     if standard.runner is None:
-        workers_given = _given(beam_args, "--direct_num_workers")
-        workers = direct.direct_num_workers if workers_given else None
-        standard.runner = _local_runner(workers, input_bytes, lean_held_bytes)
+        standard.runner = _log_local_runner(_workers_asked(beam_args, options), input_bytes, lean_held_bytes)
     if standard.runner == LEAN:
         # Beam's type checks while the graph is built (and the element types they infer, of which
         # the lean runner only uses its grouping keys' coder: ours are ints and None) delay a
@@ -225,13 +240,13 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0, lean_held_bytes
     return options
 
 
-def image_processes(options: PipelineOptions, setting: int | str) -> int:
+def image_processes(runner: str, setting: int | str) -> int:
     """How many processes convert images (transforms.convert_pool) for ReadImages: on the lean
     local runner `setting`, where "auto" is one per usable core from AUTO_PROCESSES_FROM_CORES
     cores on (below that, ReadImages' threads: README, Performance); 0 (conversion on the threads)
     on every other runner: Dataflow runs an SDK process per core already, and the parallel runner
     a ReadImages per worker thread."""
-    if options.view_as(StandardOptions).runner != LEAN:
+    if runner != LEAN:
         return 0
     if setting == AUTO:
         cores = usable_cores()

@@ -24,12 +24,14 @@ from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image
 
 import pipeline.build
+import pipeline.commands.convert
 import pipeline.job
 from pipeline import shard_check
 from pipeline.cli import main
 from pipeline.contract.layout import SHARD_PARTS_FOLDER
 from pipeline.folder_store import RUN_FOLDER_PREFIXES, FolderPublication, referenced
 from pipeline.lease import LEASE_NAME, Holder, Lease
+from pipeline.planning import make_plan
 from pipeline.publish import RunRejectedError
 from pipeline.readback import CountShardRecords
 from pipeline.shard_check import ShardCount
@@ -286,18 +288,29 @@ def test_a_failed_run_leaves_nothing_behind(tmp_path, monkeypatch):
 
 
 def test_a_run_that_fails_before_reading_ends_the_processes_started_for_it(tmp_path, monkeypatch):
-    """The converting processes start while the job is set up (convert_pool.start_ahead): a job
-    that fails before its pool takes them must not leave them running."""
+    """The converting processes start before the input is planned (convert_pool.started_ahead): a
+    job that fails before its pool takes them, or is refused by its plan, must not leave them
+    running."""
+    config = tmp_path / "config.yaml"
+    config.write_text("image: {local_processes: 2}\n")
+    before = _children(os.getpid())
+    started_while_planning = []
+
+    def plan(*args, **kwargs):
+        started_while_planning.append(len(_children(os.getpid()) - before))
+        return make_plan(*args, **kwargs)
 
     def fail(*args):
         raise RuntimeError("the graph could not be built")
 
+    monkeypatch.setattr(pipeline.commands.convert, "make_plan", plan)
     monkeypatch.setattr(pipeline.job, "build_pipeline", fail)
-    config = tmp_path / "config.yaml"
-    config.write_text("image: {local_processes: 2}\n")
-    before = _children(os.getpid())
     assert main(convert_argv(photos(tmp_path / "src", 2), tmp_path / "out", "--config", config)) == 3
     assert _children(os.getpid()) - before == set()
+    (tmp_path / "empty").mkdir()
+    assert main(convert_argv(tmp_path / "empty", tmp_path / "out2", "--config", config)) == 2  # no images
+    assert _children(os.getpid()) - before == set()
+    assert started_while_planning == [2, 2]
 
 
 # --- a rerun never destroys the good dataset

@@ -12,9 +12,9 @@ with it) costs the source it was converting, which becomes a dead letter; the so
 behind it go to a fresh process. Nothing it appended before is lost: every record it reported
 was whole in its part (transforms.part_appender).
 
-A local run starts its processes (`start_ahead`) while Beam sets the job up, so that each has its
-interpreter and imports ready when the first sources come; the pool takes them over and sends
-each one its settings.
+A local run starts its processes (`started_ahead`) while it plans and Beam sets the job up, so
+that each has its interpreter and imports ready when the first sources come; the pool takes them
+over and sends each one its settings.
 
 On Dataflow each core already runs its own SDK process, so the conversion stays in-process there.
 """
@@ -22,6 +22,7 @@ On Dataflow each core already runs its own SDK process, so the conversion stays 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import selectors
 import subprocess
@@ -118,20 +119,21 @@ class _Worker:
         self.results.close()
 
 
-_STARTED_AHEAD: list[_Worker] = []  # started by start_ahead, not yet taken by a pool
+_STARTED_AHEAD: list[_Worker] = []  # started by started_ahead, not yet taken by a pool
 
 
-def start_ahead(processes: int) -> None:
-    """Starts `processes` converting processes for the pools this process will make (ConvertPool
-    takes them before starting any of its own)."""
+@contextlib.contextmanager
+def started_ahead(processes: int) -> Iterator[None]:
+    """Starts `processes` converting processes for the pools made in the block (ConvertPool takes
+    them before starting any of its own); when the block ends, ends those no pool took (the run
+    failed, or needed fewer)."""
     _STARTED_AHEAD.extend(_Worker() for _ in range(processes))
-
-
-def stop_unused() -> None:
-    """Ends the processes start_ahead started that no pool took (the run failed, or needed fewer)."""
-    unused = _STARTED_AHEAD[:]
-    del _STARTED_AHEAD[:]
-    _stop_all(unused)
+    try:
+        yield
+    finally:
+        unused = _STARTED_AHEAD[:]
+        del _STARTED_AHEAD[:]
+        _stop_all(unused)
 
 
 def _stop_all(workers: list[_Worker]) -> None:

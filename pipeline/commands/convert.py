@@ -19,6 +19,7 @@ import time
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline import storage
+from pipeline.build import converting_processes
 from pipeline.config import ConfigError, load_config
 from pipeline.contract.versions import new_version
 from pipeline.flags import CONVERT_FLAGS, command_name, config_overrides, make_parser, parse_command_line
@@ -29,7 +30,8 @@ from pipeline.output import OutputExistsError, prepare_output
 from pipeline.planning import PlanError, make_plan
 from pipeline.preflight import PreflightError, check_input, check_output, take_lease
 from pipeline.report import rejected_summary, run_summary
-from pipeline.runners import UnsafeOptionError, refuse_unsafe_options, runs_here
+from pipeline.runners import UnsafeOptionError, refuse_unsafe_options, runner_of, runs_here
+from transforms import convert_pool
 
 _LOG = logging.getLogger("pipeline")
 
@@ -58,7 +60,9 @@ def main(argv: list[str]) -> int:
     except (ConfigError, LeaseHeldError, UnsafeOptionError, PreflightError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED
-    with lease:
+    # The converting processes start while the input is planned and Beam sets the job up:
+    # ReadImages' pool takes them.
+    with lease, convert_pool.started_ahead(converting_processes(runner_of(beam_args), config)):
         try:
             plan = make_plan(config, hand_over=runs_here(beam_args))
             staged = prepare_output(plan.output, config.overwrite, took_over)

@@ -31,6 +31,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline import storage
+from pipeline.build import converting_processes
 from pipeline.config import Config, ConfigError, load_config, to_dict
 from pipeline.contract.layout import join
 from pipeline.contract.manifest import ManifestError, read_manifest
@@ -41,8 +42,16 @@ from pipeline.lease import Lease, LeaseHeldError
 from pipeline.planning import Plan, PlanError, make_plan
 from pipeline.preflight import PreflightError, check_input, check_output, take_lease
 from pipeline.report import run_summary
-from pipeline.runners import UnsafeOptionError, make_pipeline, pipeline_options, refuse_unsafe_options, runs_here
+from pipeline.runners import (
+    UnsafeOptionError,
+    make_pipeline,
+    pipeline_options,
+    refuse_unsafe_options,
+    runner_of,
+    runs_here,
+)
 from pipeline.version_store import VersionPublication, latest_version, remove_unfinished_versions
+from transforms import convert_pool
 from transforms.counting import counter
 
 _LOG = logging.getLogger("pipeline.refresh")
@@ -177,4 +186,5 @@ def _refresh(beam_args: list[str], config: Config, publication: VersionPublicati
         plan.input,
         previous or "none",
     )
-    return _run(plan, config, beam_args, publication, previous)
+    with convert_pool.started_ahead(converting_processes(runner_of(beam_args), config)):  # ReadImages' pool takes them
+        return _run(plan, config, beam_args, publication, previous)

@@ -29,6 +29,7 @@ from pipeline.runners import (
     pipeline_options,
     refuse_unsafe_options,
     runner_api_round_trip,
+    runner_of,
     runs_here,
     shard_check_processes,
     spreads_work,
@@ -36,8 +37,12 @@ from pipeline.runners import (
 )
 
 
-def runner_of(beam_args, input_bytes=0):
-    return pipeline_options(beam_args, input_bytes).view_as(StandardOptions).runner
+def options_runner(beam_args, input_bytes=0):
+    """The runner pipeline_options gives these flags, which runner_of (asked before planning, where
+    the converting processes are started) must give too."""
+    runner = pipeline_options(beam_args, input_bytes).view_as(StandardOptions).runner
+    assert runner_of(beam_args) == runner
+    return runner
 
 
 def test_a_local_run_gets_the_lean_runner_whatever_the_cores():
@@ -52,9 +57,9 @@ def test_an_input_too_big_for_memory_warns_and_points_to_dataflow(flags, caplog)
     base, per_byte = estimated_peak(runner, 0), estimated_peak(runner, 1) - estimated_peak(runner, 0)
     fits = int((available - base) / per_byte * 0.9)
     with caplog.at_level(logging.WARNING, logger="pipeline"):
-        assert runner_of(flags, fits) == runner
+        assert options_runner(flags, fits) == runner
         assert "run it on Dataflow" not in caplog.text
-        assert runner_of(flags, available) == runner
+        assert options_runner(flags, available) == runner
     assert "run it on Dataflow" in caplog.text
 
 
@@ -79,7 +84,7 @@ def test_a_lean_run_that_writes_while_reading_is_sized_by_its_open_shards(caplog
 
 @pytest.mark.parametrize("flag", [["--direct_num_workers", "1"], ["--direct_num_workers=1"]])
 def test_one_worker_asked_for_gets_the_lean_runner(flag):
-    assert runner_of(flag) == LEAN
+    assert options_runner(flag) == LEAN
 
 
 @pytest.mark.parametrize("workers", ["2", "0"])
@@ -132,7 +137,7 @@ def test_explicit_runners_pass_through():
     assert explicit.view_as(DirectOptions).direct_running_mode == "in_memory"  # never the lossy multi_threading
     chosen = pipeline_options(["--runner", "FnApiRunner", "--direct_running_mode", "multi_processing"])
     assert chosen.view_as(DirectOptions).direct_running_mode == "multi_processing"
-    assert runner_of(["--runner", "DataflowRunner"], 10**15) == "DataflowRunner"
+    assert options_runner(["--runner", "DataflowRunner"], 10**15) == "DataflowRunner"
 
 
 RUNNERS = {
@@ -247,12 +252,12 @@ def test_images_are_converted_in_process_on_every_runner_but_the_lean_one(settin
         ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
         ["--runner", "DirectRunner"],
     ):
-        assert image_processes(_options(*flags), setting) == 0, flags
+        assert image_processes(runner_of(list(flags)), setting) == 0, flags
 
 
 def test_the_lean_runner_converts_in_as_many_processes_as_set():
-    assert image_processes(_options(), 3) == 3
-    assert image_processes(_options(), 0) == 0
+    assert image_processes(runner_of([]), 3) == 3
+    assert image_processes(runner_of([]), 0) == 0
 
 
 def on_cores(cores: int, expression: str) -> list[str]:
@@ -271,7 +276,7 @@ def on_cores(cores: int, expression: str) -> list[str]:
 
 @pytest.mark.parametrize("cores", [1, 2, 3, 4])
 def test_auto_is_one_converting_process_per_usable_core_from_three_cores(cores):
-    printed = on_cores(cores, "image_processes(pipeline_options([]), 'auto')")
+    printed = on_cores(cores, "image_processes(runner_of([]), 'auto')")
     assert int(printed[-1]) == (cores if cores >= 3 else 0)
 
 

@@ -67,16 +67,15 @@ def every_kind(tmp_path_factory):
 
 
 def test_a_pool_takes_the_processes_started_ahead_and_the_unused_ones_end(every_kind):
-    convert_pool.start_ahead(3)
-    ahead = [worker.process for worker in convert_pool._STARTED_AHEAD]
-    pool = ConvertPool(2, _settings())
-    try:
-        taken = {worker.process.pid for worker in pool._workers}
-        pool.submit([(source, None) for source in every_kind])
-        outcomes = list(pool.results())
-    finally:
-        pool.shutdown()
-        convert_pool.stop_unused()
+    with convert_pool.started_ahead(3):
+        ahead = [worker.process for worker in convert_pool._STARTED_AHEAD]
+        pool = ConvertPool(2, _settings())
+        try:
+            taken = {worker.process.pid for worker in pool._workers}
+            pool.submit([(source, None) for source in every_kind])
+            outcomes = list(pool.results())
+        finally:
+            pool.shutdown()
     assert taken < {process.pid for process in ahead}  # no process of its own
     assert sum(isinstance(o, Record) for o, _ in outcomes) == len(VARIANTS)
     assert convert_pool._STARTED_AHEAD == []
