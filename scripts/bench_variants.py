@@ -158,7 +158,8 @@ def floor_chunk(task: tuple[int, list], settings, dest: str) -> dict:
     from transforms.outcomes import Record, Written
 
     index, chunk = task
-    path = os.path.join(dest, f"floor-{index:05d}{record_files(settings.compression).suffix}")
+    suffix = record_files(settings.compression).suffix
+    path = os.path.join(dest, f"floor-{index:05d}{suffix}")
     with open(path, "wb") as f:
         f.write(HEADER)
     converter, ledger = ImageConverter(settings), PieceLedger(path, len(HEADER))
@@ -179,7 +180,7 @@ def floor_chunk(task: tuple[int, list], settings, dest: str) -> dict:
         f.write(closing(ledger.crc, ledger.size))
     paths = [path]
     if deflated:
-        paths.append(path.replace("floor-", "floor-deflated-"))
+        paths.append(os.path.join(dest, f"floor-deflated-{index:05d}{suffix}"))
         with open(paths[-1], "wb") as f:
             f.writelines([*deflated, stream.flush()])
     return {**tally, "compressed_bytes": sum(os.path.getsize(p) for p in paths)}

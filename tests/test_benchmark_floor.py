@@ -70,8 +70,8 @@ def test_floor_chunk_is_gzip_of_the_pipelines_records(tmp_path):
     items = _corpus(tmp_path)
     chunk = [Source(path, str(Path(path).relative_to(tmp_path)), label, "train") for path, label in items]
     keys = Config().image_keys
-    dest = tmp_path / "out"
-    dest.mkdir()
+    dest = tmp_path / "floor-0" / "out"  # as the benchmark names a floor run's folder
+    dest.mkdir(parents=True)
 
     tally = bench_variants.floor_chunk((7, chunk), bench_variants._floor_settings(items, GZIP), str(dest))
 
