@@ -11,7 +11,15 @@ import sys
 from bench_corpus import build_corpus_if_missing, corpus_extensions, corpus_stats, list_corpus, warm_page_cache
 from bench_costs import measure_per_image_costs
 from bench_measure import child_env
-from bench_report import print_load_note, print_per_image_costs, print_table, summarize_all, write_report
+from bench_report import (
+    print_bytecode_note,
+    print_load_note,
+    print_per_image_costs,
+    print_table,
+    summarize_all,
+    without_bytecode,
+    write_report,
+)
 from bench_runs import RoundRobin, RunSettings
 
 
@@ -47,6 +55,8 @@ def run_benchmark(args) -> int:
     )
     if args.warmup:
         warm_up(items)
+    # After the warm-up, which caches what it may; the benchmark's own modules are not the runs'.
+    uncached = without_bytecode(m for m in list(sys.modules.values()) if not m.__name__.startswith("bench_"))
 
     load_start = os.getloadavg()
     settings = RunSettings(
@@ -68,6 +78,7 @@ def run_benchmark(args) -> int:
     print_per_image_costs(costs, results, args.runs)
     load_end = os.getloadavg()
     print_load_note(load_start)
+    print_bytecode_note(uncached)
     if args.json:
-        write_report(args.json, settings, (load_start, load_end), results, costs)
+        write_report(args.json, settings, (load_start, load_end), results, costs, uncached)
     return 0 if all(r["status"] == "ok" for r in results.values()) else 1

@@ -4,11 +4,14 @@ against the floor on the same cores, as a table on stdout and as JSON."""
 
 from __future__ import annotations
 
+import collections
 import datetime
 import json
 import os
 import platform
 import statistics
+from collections.abc import Iterable
+from types import ModuleType
 
 from bench_settings import FLOOR_VARIANTS, NAME_WIDTH, PINNED_CPUS, PIPELINE_VARIANTS
 
@@ -231,9 +234,36 @@ def print_load_note(load_start: tuple[float, float, float]) -> None:
         print(f"\nnote: the machine was busy when the benchmark started (load average {load_start[0]:.2f}).")
 
 
-def write_report(path: str, settings, loadavg: tuple, results: dict, costs: dict) -> None:
+def without_bytecode(modules: Iterable[ModuleType]) -> list[str]:
+    """The modules, of those loaded from source files, whose compiled bytecode is not cached: every
+    run compiles them again (installed with `pip install --no-compile`, or a source tree, while
+    bytecode writes are off or not possible), a start-up cost that an installation with bytecode
+    does not pay."""
+    return sorted(
+        module.__name__
+        for module in modules
+        if isinstance(getattr(module, "__cached__", None), str) and not os.path.exists(module.__cached__)
+    )
+
+
+def print_bytecode_note(uncached: list[str]) -> None:
+    """Warns when modules imported here (Beam's, the project's) are compiled at every start, naming
+    their top-level packages: a few of the project's own cost little, all of Beam's a lot."""
+    if uncached:
+        packages = collections.Counter(name.partition(".")[0] for name in uncached)
+        counts = ", ".join(f"{package} {count}" for package, count in sorted(packages.items()))
+        print(
+            f"\nnote: {len(uncached)} module(s) imported here have no cached bytecode ({counts}): every run "
+            "compiles them, which the start-up figures include and an installation with bytecode does not pay "
+            "(pip compiles unless given --no-compile; `python -m compileall DIR` compiles a source tree or a "
+            "--target folder)."
+        )
+
+
+def write_report(path: str, settings, loadavg: tuple, results: dict, costs: dict, uncached: list[str]) -> None:
     """Writes every figure, each run included, as JSON. `settings`: the runs' bench_runs.RunSettings;
-    `loadavg`: the load averages at the start and at the end of the benchmark."""
+    `loadavg`: the load averages at the start and at the end of the benchmark; `uncached`: the
+    modules imported here without cached bytecode (without_bytecode)."""
     report = {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "corpus": settings.corpus,
@@ -245,6 +275,7 @@ def write_report(path: str, settings, loadavg: tuple, results: dict, costs: dict
             "python": platform.python_version(),
             "loadavg_start": loadavg[0],
             "loadavg_end": loadavg[1],
+            "modules_without_bytecode": uncached,
         },
         "variants": results,
         "per_image_costs": costs,

@@ -2,6 +2,8 @@
 pipeline's CPU time per image: its wall-clock time per image is shared by the threads that run
 those costs side by side, so a share of it overstates them."""
 
+import compileall
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -86,3 +88,34 @@ def test_the_reading_phase_is_set_against_all_of_the_floors_work(capsys):
     assert results["pipeline"]["ratios"]["vs_floor"]["reading"] == 7.0 / 8.5
     bench_report.print_floor_ratios(results)
     assert "reading 0.82x" in capsys.readouterr().out
+
+
+def _import_from(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_modules_compiled_at_every_start_are_named(tmp_path, monkeypatch, capsys):
+    """A module without cached bytecode (installed with --no-compile, bytecode writes off) is
+    compiled by every run; once compiled ahead (compileall), it is not named any more."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    source = tmp_path / "uncached_module.py"
+    source.write_text("VALUE = 1\n")
+    module = _import_from(source)
+
+    assert bench_report.without_bytecode([module, sys]) == ["uncached_module"]
+    bench_report.print_bytecode_note(["uncached_module"])
+    said = capsys.readouterr().out
+    assert "1 module(s) imported here have no cached bytecode (uncached_module 1)" in said
+
+    assert compileall.compile_file(str(source), quiet=1)
+    assert bench_report.without_bytecode([_import_from(source)]) == []
+    bench_report.print_bytecode_note([])
+    assert capsys.readouterr().out == ""
+
+
+def test_the_bytecode_note_counts_modules_per_package(capsys):
+    bench_report.print_bytecode_note(["apache_beam", "apache_beam.io", "pipeline.cli"])
+    assert "3 module(s) imported here have no cached bytecode (apache_beam 2, pipeline 1)" in capsys.readouterr().out
