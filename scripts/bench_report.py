@@ -234,6 +234,9 @@ def print_load_note(load_start: tuple[float, float, float]) -> None:
         print(f"\nnote: the machine was busy when the benchmark started (load average {load_start[0]:.2f}).")
 
 
+BYTECODE_NOTE_PACKAGES = 6  # the bytecode note names the packages with the most uncached modules, up to this many
+
+
 def without_bytecode(modules: Iterable[ModuleType]) -> list[str]:
     """The modules, of those loaded from source files, whose compiled bytecode is not cached: every
     run compiles them again (installed with `pip install --no-compile`, or a source tree, while
@@ -250,8 +253,10 @@ def print_bytecode_note(uncached: list[str]) -> None:
     """Warns when modules imported here (Beam's, the project's) are compiled at every start, naming
     their top-level packages: a few of the project's own cost little, all of Beam's a lot."""
     if uncached:
-        packages = collections.Counter(name.partition(".")[0] for name in uncached)
-        counts = ", ".join(f"{package} {count}" for package, count in sorted(packages.items()))
+        packages = collections.Counter(name.partition(".")[0] for name in uncached).most_common()
+        counts = ", ".join(f"{package} {count}" for package, count in packages[:BYTECODE_NOTE_PACKAGES])
+        if len(packages) > BYTECODE_NOTE_PACKAGES:
+            counts += f", {len(packages) - BYTECODE_NOTE_PACKAGES} more packages"
         print(
             f"\nnote: {len(uncached)} module(s) imported here have no cached bytecode ({counts}): every run "
             "compiles them, which the start-up figures include and an installation with bytecode does not pay "

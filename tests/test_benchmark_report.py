@@ -116,6 +116,10 @@ def test_modules_compiled_at_every_start_are_named(tmp_path, monkeypatch, capsys
     assert capsys.readouterr().out == ""
 
 
-def test_the_bytecode_note_counts_modules_per_package(capsys):
-    bench_report.print_bytecode_note(["apache_beam", "apache_beam.io", "pipeline.cli"])
+def test_the_bytecode_note_counts_modules_per_package_most_first(capsys):
+    bench_report.print_bytecode_note(["pipeline.cli", "apache_beam", "apache_beam.io"])
     assert "3 module(s) imported here have no cached bytecode (apache_beam 2, pipeline 1)" in capsys.readouterr().out
+    many = [f"package{n}.module{m}" for n in range(8) for m in range(n + 1)]
+    bench_report.print_bytecode_note(many)
+    said = capsys.readouterr().out
+    assert "(package7 8, package6 7, package5 6, package4 5, package3 4, package2 3, 2 more packages)" in said
