@@ -70,6 +70,7 @@ class ReadImages(beam.DoFn):
     the converters never wait for a batch's slowest source or for the bundle thread."""
 
     PROGRESS_SECONDS = 10.0
+    PROGRESS_SOURCES = 1000  # a bundle of this many sources logs its end too, however fast it was
 
     def __init__(self, settings: ImageSettings, threads: int, *, processes: int = 0):
         if threads < 1:
@@ -120,7 +121,8 @@ class ReadImages(beam.DoFn):
             else:
                 yield GlobalWindows.windowed_value(output)
         elapsed, converted = time.monotonic() - self._bundle_started, self._done - self._done_before
-        if elapsed >= self.PROGRESS_SECONDS:  # a long bundle's end (the benchmark times its reads by it)
+        if elapsed >= self.PROGRESS_SECONDS or converted >= self.PROGRESS_SOURCES:
+            # A long bundle's end: the benchmark's end of the reading, since a local run reads in one bundle.
             _LOG.info("converted %d sources in this bundle in %.1f s (%.0f/s)", converted, elapsed, converted / elapsed)
 
     def _emit(self, converted):

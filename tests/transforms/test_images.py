@@ -134,3 +134,18 @@ def test_records_go_into_their_shards_whether_processes_may_share_parts_or_not(s
     records = [r for i in range(2) for r in read_records(layout.shard_path("train", i), GZIP)]
     filenames = {tf.train.Example.FromString(r).features.feature["image/filename"].bytes_list.value[0] for r in records}
     assert filenames == {uri.encode() for uri in good}
+
+
+@pytest.mark.parametrize("progress_sources,logged", [(5, True), (100, False)])
+def test_a_bundle_of_many_sources_logs_its_end(sources, caplog, monkeypatch, progress_sources, logged):
+    """However fast, a bundle of PROGRESS_SOURCES or more logs how many it converted: the benchmark
+    takes the end of a local run's reading from that line."""
+    monkeypatch.setattr(ReadImages, "PROGRESS_SOURCES", progress_sources)
+    listed = sources[0]
+    p, _ = _run(listed, len(listed), 1)
+    with caplog.at_level("INFO", logger=images.__name__):
+        p.run().wait_until_finish()
+    ends = [r.getMessage() for r in caplog.records if "sources in this bundle" in r.getMessage()]
+    assert [end.startswith(f"converted {len(listed)} sources in this bundle in ") for end in ends] == (
+        [True] if logged else []
+    )
