@@ -28,7 +28,7 @@ from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
 from transforms import stopping
 from transforms.counting import counter
 from transforms.outcomes import OutcomeSummary
-from transforms.tabular import ColumnType, stray_text_warning
+from transforms.tabular import ColumnType, column_warnings
 
 _LOG = logging.getLogger(__name__)
 
@@ -169,9 +169,7 @@ def build_manifest(
         created=created,
         compression=plan.compression,
         run=settings.run,
-        warnings=tuple(
-            stray_text_warning(name, col.stray_text) for name, col in (schema or {}).items() if col.stray_text
-        ),
+        warnings=tuple(warning for name, col in (schema or {}).items() for warning in column_warnings(name, col)),
     )
 
 

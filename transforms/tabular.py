@@ -2,8 +2,10 @@
 
 Column types come from the configured schema or are inferred over all the data (a CombineFn, so
 it scales): int64 if every value is an integer, float32 if every value is a number, string
-otherwise; `bool` only when declared (true/false, stored as int64 1/0). An empty cell means the
-feature is absent from that record. A UTF-8 BOM at the start of a file is not part of its header.
+otherwise; `bool` only when declared (true/false, stored as int64 1/0). A number is written as CSV
+tools write one: digits with an optional sign, point and exponent, or nan/inf, never with Python's
+digit-grouping underscores ("2023_01" is text, not 202301). An empty cell means the feature is
+absent from that record. A UTF-8 BOM at the start of a file is not part of its header.
 
 A file that cannot be read to its end (a truncated or corrupt .gz, a file gone since the
 listing) fails the run, naming the file: the rows it holds past the failure are unknown, so no
@@ -38,6 +40,7 @@ from transforms.splits import assign_split
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
 _INT = re.compile(r"^[+-]?\d+$")
+_LEADING_ZERO = re.compile(r"[+-]?0\d")  # "007", "-01", "00.5": digits a number does not keep
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _BOOLS = {"true": 1, "false": 0, "1": 1, "0": 0}
 
@@ -46,10 +49,11 @@ _BOOLS = {"true": 1, "false": 0, "1": 1, "0": 0}
 STRAY_TEXT_LIMIT = 100
 
 
-class StrayText(NamedTuple):
-    """The few values that made an otherwise numeric column string: how many there are, how many
-    numbers they stand among, and one of them (the least by source: the same whatever the order
-    the runner gave the rows in)."""
+class NotedValues(NamedTuple):
+    """Values of a column that a user of the data should hear of (the few that made a column of
+    numbers string; numbers written with leading zeros): how many there are, how many numbers
+    they stand among, and one of them (the least by source: the same whatever the order the
+    runner gave the rows in)."""
 
     count: int
     numbers: int
@@ -59,12 +63,14 @@ class StrayText(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class ColumnType:
-    """What the data says of one column: its dtype, in how many rows it is empty, and, when a few
-    values kept it from being a number, those (stray_text_warning)."""
+    """What the data says of one column: its dtype, in how many rows it is empty, and what its
+    warnings name (column_warnings): when a few values kept it from being a number, those; when
+    it is stored as numbers, those written with leading zeros, which a number does not keep."""
 
     dtype: str  # one of DECLARABLE_TYPES
     missing: int
-    stray_text: StrayText | None = None
+    stray_text: NotedValues | None = None
+    leading_zeros: NotedValues | None = None
 
 
 class Row(NamedTuple):
@@ -78,6 +84,8 @@ def is_int64(value: str) -> bool:
 
 
 def is_float(value: str) -> bool:
+    if "_" in value:  # float() takes Python's digit grouping ("1_000"); CSV tools write no such number
+        return False
     try:
         float(value)
     except ValueError:
@@ -232,13 +240,26 @@ class _Tally:
     numbers: int = 0
     not_numbers: int = 0  # counted up to STRAY_TEXT_LIMIT + 1
     least_not_number: tuple[str, str] | None = None  # (source, value)
+    leading_zeros: int = 0  # numbers written with them
+    least_leading_zero: tuple[str, str] | None = None  # (source, value)
+
+    def count_number(self, source: str, value: str) -> None:
+        self.numbers += 1
+        if _LEADING_ZERO.match(value):
+            self.leading_zeros += 1
+            self.least_leading_zero = _least(self.least_leading_zero, (source, value))
+
+
+def _least(*noted: tuple[str, str] | None) -> tuple[str, str] | None:
+    return min(filter(None, noted), default=None)
 
 
 class InferSchema(beam.CombineFn):
     """Per column: dtype (declared, or the narrowest of int64 < float32 < string that fits every
-    non-empty value), whether any record lacks it, and the values that made a column of numbers
-    string (up to STRAY_TEXT_LIMIT: a typo, a unit, a stray byte), which the manifest's warnings
-    name: such a column would otherwise reach the trainer as strings without a word."""
+    non-empty value), whether any record lacks it, and what the manifest's warnings name, since the
+    trainer would otherwise get it without a word: the values that made a column of numbers string
+    (up to STRAY_TEXT_LIMIT: a typo, a unit, a stray byte), and, of a column stored as numbers, the
+    values written with leading zeros (zip codes, ids), which the numbers lose."""
 
     def __init__(self, columns: Sequence[str], declared: dict[str, str]):
         self._columns, self._declared = tuple(columns), dict(declared)
@@ -253,13 +274,13 @@ class InferSchema(beam.CombineFn):
             elif tally.not_numbers > STRAY_TEXT_LIMIT:  # a text column
                 continue
             elif tally.all_int and is_int64(value):
-                tally.numbers += 1
+                tally.count_number(row.source, value)
             elif is_float(value):
                 tally.all_int = False
-                tally.numbers += 1
+                tally.count_number(row.source, value)
             else:
                 tally.not_numbers += 1
-                tally.least_not_number = min(filter(None, (tally.least_not_number, (row.source, value))))
+                tally.least_not_number = _least(tally.least_not_number, (row.source, value))
         return acc
 
     def merge_accumulators(self, accumulators) -> list[_Tally]:
@@ -269,7 +290,9 @@ class InferSchema(beam.CombineFn):
                 sum(t.missing for t in tallies),
                 sum(t.numbers for t in tallies),
                 sum(t.not_numbers for t in tallies),
-                min(filter(None, (t.least_not_number for t in tallies)), default=None),
+                _least(*(t.least_not_number for t in tallies)),
+                sum(t.leading_zeros for t in tallies),
+                _least(*(t.least_leading_zero for t in tallies)),
             )
             for tallies in zip(*accumulators, strict=True)
         ]
@@ -280,12 +303,38 @@ class InferSchema(beam.CombineFn):
             inferred = "string" if t.not_numbers else "int64" if t.all_int else "float32"
             declared = self._declared.get(name)
             few = not declared and 0 < t.not_numbers <= STRAY_TEXT_LIMIT and t.not_numbers < t.numbers
-            stray = StrayText(t.not_numbers, t.numbers, *t.least_not_number) if few else None
-            schema[name] = ColumnType(declared or inferred, t.missing, stray)
+            stray = NotedValues(t.not_numbers, t.numbers, *t.least_not_number) if few else None
+            zeros = not declared and inferred != "string" and t.leading_zeros
+            leading = NotedValues(t.leading_zeros, t.numbers, *t.least_leading_zero) if zeros else None
+            schema[name] = ColumnType(declared or inferred, t.missing, stray, leading)
         return schema
 
 
-def stray_text_warning(column: str, stray: StrayText) -> str:
+def column_warnings(column: str, found: ColumnType) -> list[str]:
+    """What a user of the data is told of a column (the manifest's warnings)."""
+    warnings = []
+    if found.stray_text:
+        warnings.append(stray_text_warning(column, found.stray_text))
+    if found.leading_zeros:
+        warnings.append(leading_zeros_warning(column, found.dtype, found.leading_zeros))
+    return warnings
+
+
+def leading_zeros_warning(column: str, dtype: str, noted: NotedValues) -> str:
+    """What a user is told of a column stored as numbers that some values wrote with leading zeros."""
+    some = (
+        f"1 of its {noted.numbers} values has them"
+        if noted.count == 1
+        else f"{noted.count} of its {noted.numbers} values have them"
+    )
+    return (
+        f"column {column!r} is stored as {dtype}, which keeps no leading zeros: {some} (for example "
+        f"{noted.source}: {noted.value!r} is stored as {parse_value(noted.value, dtype)!r}); declare it in "
+        f"csv.schema as string to keep the values as written, or as {dtype} to keep the numbers without this warning"
+    )
+
+
+def stray_text_warning(column: str, stray: NotedValues) -> str:
     """What a user is told of a column that a few values made string."""
     total = stray.count + stray.numbers
     some = (

@@ -9,8 +9,9 @@ from transforms.tabular import (
     STRAY_TEXT_LIMIT,
     ColumnType,
     InferSchema,
+    NotedValues,
     Row,
-    StrayText,
+    column_warnings,
     is_float,
     is_int64,
     parse_value,
@@ -42,7 +43,19 @@ def test_is_int64(value, expected):
     assert is_int64(value) is expected
 
 
-@pytest.mark.parametrize("value, expected", [("1.5", True), ("-2", True), ("1e-3", True), ("abc", False), ("", False)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("1.5", True),
+        ("-2", True),
+        ("1e-3", True),
+        ("abc", False),
+        ("", False),
+        ("1_000", False),  # Python's float() takes digit grouping; a CSV's "2023_01" is a code, not 202301
+        ("2023_01", False),
+        ("1_0.5", False),
+    ],
+)
 def test_is_float(value, expected):
     assert is_float(value) is expected
 
@@ -54,6 +67,8 @@ def test_parse_value_errors_name_the_value():
         parse_value("maybe", "bool")
     assert parse_value("TRUE", "bool") == 1 and parse_value("0", "bool") == 0
     assert parse_value("3", "float32") == 3.0 and isinstance(parse_value("3", "float32"), float)
+    with pytest.raises(ValueError, match="'1_000' is not a number"):
+        parse_value("1_000", "float32")
 
 
 def test_infer_schema_over_all_rows():
@@ -68,7 +83,7 @@ def test_infer_schema_over_all_rows():
                 [
                     {
                         # one non-number makes the column string, and is named
-                        "id": ColumnType("string", 0, StrayText(1, 3, "f.csv:5", "x")),
+                        "id": ColumnType("string", 0, NotedValues(1, 3, "f.csv:5", "x")),
                         "score": ColumnType("float32", 1),  # ints and floats -> float; one empty cell
                         "name": ColumnType("string", 1),
                         "flag": ColumnType("bool", 0),  # declared
@@ -103,12 +118,12 @@ def test_a_few_values_that_make_a_column_of_numbers_string_are_named():
     data = rows(*[(str(i), f"{i}.5", "" if i % 3 else "n/a") for i in range(30)], ("7", "\x004", "n/a"))
     schema = _inferred(("a", "b", "c"), data)
     assert schema["a"] == ColumnType("int64", 0)
-    assert schema["b"] == ColumnType("string", 0, StrayText(1, 30, "f.csv:32", "\x004"))
+    assert schema["b"] == ColumnType("string", 0, NotedValues(1, 30, "f.csv:32", "\x004"))
     assert schema["c"] == ColumnType("string", 20)  # text only: nothing stray
     warning = stray_text_warning("b", schema["b"].stray_text)
     assert warning.startswith("column 'b' is stored as strings: 1 of its 31 values is not a number")
     assert "f.csv:32: '\\x004'" in warning and "csv.schema" in warning
-    assert "3 of its 10 values are not numbers" in stray_text_warning("b", StrayText(3, 7, "f.csv:2", "x"))
+    assert "3 of its 10 values are not numbers" in stray_text_warning("b", NotedValues(3, 7, "f.csv:2", "x"))
 
 
 def test_a_text_column_or_a_declared_one_has_nothing_stray():
@@ -128,4 +143,44 @@ def test_stray_text_merges_to_the_same_whatever_the_order():
     parts = [rows(("1",), ("2",), ("3",)), [Row("g.csv:9", "train", ("oops",))], [Row("f.csv:7", "train", ("n/a",))]]
     accumulators = [_added(fn, part) for part in parts]
     merged = [fn.extract_output(fn.merge_accumulators(order)) for order in (accumulators, accumulators[::-1])]
-    assert merged[0] == merged[1] == {"a": ColumnType("string", 0, StrayText(2, 3, "f.csv:7", "n/a"))}
+    assert merged[0] == merged[1] == {"a": ColumnType("string", 0, NotedValues(2, 3, "f.csv:7", "n/a"))}
+
+
+def test_numbers_written_with_leading_zeros_are_named_where_the_column_is_stored_as_numbers():
+    """Zip codes and ids lose their leading zeros as int64 (or float32) without a word to the
+    trainer: the warning names the column, how many values and one, as it is written and stored."""
+    data = rows(
+        ("02134", "1.5", "007", "0", "a1", "0"),
+        ("90210", "00.25", "7", "0.5", "00", "-0"),
+        ("-01", "3", "x", "10", "b2", "+0"),
+    )
+    schema = _inferred(("zip", "score", "code", "plain", "text", "signed"), data, {"code": "int64"})
+    assert schema["zip"] == ColumnType("int64", 0, None, NotedValues(2, 3, "f.csv:2", "02134"))
+    assert schema["score"] == ColumnType("float32", 0, None, NotedValues(1, 3, "f.csv:3", "00.25"))
+    assert schema["code"] == ColumnType("int64", 0)  # declared: the user chose numbers
+    assert schema["plain"] == ColumnType("float32", 0)  # "0", "0.5", "10": no digit is lost
+    assert schema["text"] == ColumnType("string", 0)  # kept as written: nothing lost
+    assert schema["signed"] == ColumnType("int64", 0)
+
+    [warning] = column_warnings("zip", schema["zip"])
+    assert warning == (
+        "column 'zip' is stored as int64, which keeps no leading zeros: 2 of its 3 values have them (for example "
+        "f.csv:2: '02134' is stored as 2134); declare it in csv.schema as string to keep the values as written, "
+        "or as int64 to keep the numbers without this warning"
+    )
+    [warning] = column_warnings("score", schema["score"])
+    assert "1 of its 3 values has them (for example f.csv:3: '00.25' is stored as 0.25)" in warning
+
+
+def test_leading_zeros_merge_to_the_same_whatever_the_order():
+    fn = InferSchema(("a",), {})
+    parts = [rows(("1",), ("2",)), [Row("g.csv:9", "train", ("007",))], [Row("f.csv:7", "train", ("08",))]]
+    accumulators = [_added(fn, part) for part in parts]
+    merged = [fn.extract_output(fn.merge_accumulators(order)) for order in (accumulators, accumulators[::-1])]
+    assert merged[0] == merged[1] == {"a": ColumnType("int64", 0, None, NotedValues(2, 4, "f.csv:7", "08"))}
+
+
+def test_a_column_has_a_warning_for_each_thing_noted():
+    stray = ColumnType("string", 0, NotedValues(1, 9, "f.csv:3", "n/a"))
+    assert [w.split(":")[0] for w in column_warnings("a", stray)] == ["column 'a' is stored as strings"]
+    assert column_warnings("a", ColumnType("int64", 2)) == []
