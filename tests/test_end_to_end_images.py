@@ -51,7 +51,16 @@ PASSED_THROUGH = {
     "triangle/cmyk.jpg": lambda: broken_images.image_bytes("JPEG", "CMYK", (40, 30)),
     "circle/grey.png": lambda: broken_images.image_bytes("PNG", "L", (20, 10)),
 }
-SKIPPED = ["circle/.DS_Store", "README.txt", "square/notes.txt"]
+SKIPPED = ["README.txt", "square/notes.txt"]
+# Hidden files and everything in hidden folders: skipped as "(hidden)", never a class, record or dead letter.
+APPLE_DOUBLE = b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        "  # a macOS resource fork's header
+HIDDEN = {
+    "circle/.DS_Store": lambda: b"Bud1",
+    ".ipynb_checkpoints/0001-checkpoint.jpg": lambda: (SAMPLE / "images/circle/0001.jpg").read_bytes(),
+    "square/.thumbnails/0001.jpg": lambda: (SAMPLE / "images/square/0001.jpg").read_bytes(),
+    "triangle/._0001.jpg": lambda: APPLE_DOUBLE,
+    "__MACOSX/triangle/._0001.jpg": lambda: APPLE_DOUBLE,
+}
 
 
 def all_records(folder):
@@ -72,6 +81,9 @@ def messy_folder(tmp_path_factory):
         (root / name).write_bytes(make())
     for name in SKIPPED:
         (root / name).write_bytes(b"not an image")
+    for name, make in HIDDEN.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(make())
     return root
 
 
@@ -98,7 +110,7 @@ def test_every_source_is_a_record_a_skip_or_a_dead_letter(messy_folder, converte
     manifest = load_manifest(converted)
     records = [r for split in all_records(converted).values() for r in split]
     filenames = sorted(r["image/filename"].decode() for r in records)
-    good = sorted(str(p) for p in files if p.relative_to(messy_folder).as_posix() not in {*BROKEN, *SKIPPED})
+    good = sorted(str(p) for p in files if p.relative_to(messy_folder).as_posix() not in {*BROKEN, *SKIPPED, *HIDDEN})
 
     assert filenames == good  # each good file exactly once
     letters = {pathlib.Path(d["source"]).relative_to(messy_folder).as_posix(): d for d in read_dead_letters(converted)}
@@ -107,9 +119,10 @@ def test_every_source_is_a_record_a_skip_or_a_dead_letter(messy_folder, converte
     assert manifest.counts.listed == len(files)
     assert (manifest.counts.written, manifest.counts.skipped, manifest.counts.errors) == (
         len(good),
-        len(SKIPPED),
+        len(SKIPPED) + len(HIDDEN),
         len(BROKEN),
     )
+    assert manifest.skipped_by_extension == {"(hidden)": len(HIDDEN), ".txt": len(SKIPPED)}
     assert manifest.counts.converted == len(CONVERTED)
     assert manifest.counts.reconciles()
     assert sum(s.records for s in manifest.splits.values()) == len(good)

@@ -11,6 +11,12 @@ grouped: identical ones (same label and split) give one record and a `duplicate`
 later row ("duplicate row of line N"); rows that disagree give no record and a `conflict` dead
 letter each, naming the other lines. A UTF-8 BOM at the start of any CSV is dropped (`strip_bom`).
 
+A name starting with "." below a class-folder input is not data (`.ipynb_checkpoints/`, `.git/`,
+a class's `.thumbnails/`, macOS's `._photo.jpg` resource forks and `.DS_Store`): such a file, and
+every file below such a folder, is skipped and counted as `(hidden)`, so it never becomes a
+class, a record or a dead letter. Keras' `image_dataset_from_directory` leaves hidden class
+folders out too.
+
 A class-folder listing reports what it cannot list (an unreadable folder, a link it does not
 follow: `storage.list_below`) as one dead letter each, stage "list", and an image whose name is
 not valid UTF-8 as a dead letter naming it with its undecodable bytes escaped (backslashreplace):
@@ -68,16 +74,26 @@ def printable_path(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+HIDDEN = "(hidden)"  # what a hidden entry is skipped as, in place of an extension
+
+
+def is_hidden(key: str) -> bool:
+    """Whether a path below the input (`cat/.thumbs/1.jpg`) names a hidden file or folder."""
+    return key.startswith(".") or "/." in key
+
+
 def classify_folder_entry(
     root: str, path: str, extensions: frozenset[str], fractions: Sequence[tuple[str, float]]
 ) -> Outcome:
     """A file below `root`: an image in a class folder is a Source labelled by its first
-    folder; a non-image file is skipped; an image directly in `root` cannot be labelled; an
-    image whose path is not valid UTF-8 (possible on local disk) is a dead letter naming it
-    with the bytes escaped, since neither its label, its split hash nor `image/filename` can
-    be text."""
+    folder; a hidden file, or one below a hidden folder, and a non-image file are skipped; an
+    image directly in `root` cannot be labelled; an image whose path is not valid UTF-8
+    (possible on local disk) is a dead letter naming it with the bytes escaped, since neither
+    its label, its split hash nor `image/filename` can be text."""
     key = relative_key(root, path)
     shown = printable_path(path)
+    if is_hidden(key):
+        return Skipped(shown, HIDDEN)
     extension = extension_of(shown)
     if extension not in extensions:
         return Skipped(shown, extension or "(none)")

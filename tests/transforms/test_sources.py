@@ -19,11 +19,35 @@ def test_classify_folder_entries():
     image = classify_folder_entry("gs://b/root", "gs://b/root/cat/sub/1.JPEG", EXTENSIONS, FRACTIONS)
     assert isinstance(image, Source) and image.label == "cat" and image.key == "cat/sub/1.JPEG"
     assert classify_folder_entry("/d", "/d/cat/.DS_Store", EXTENSIONS, FRACTIONS) == Skipped(
-        "/d/cat/.DS_Store", "(none)"
+        "/d/cat/.DS_Store", "(hidden)"
     )
     assert classify_folder_entry("/d", "/d/cat/notes.txt", EXTENSIONS, FRACTIONS) == Skipped("/d/cat/notes.txt", ".txt")
     stray = classify_folder_entry("/d", "/d/stray.jpg", EXTENSIONS, FRACTIONS)
     assert isinstance(stray, DeadLetter) and stray.stage == "label"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        ".ipynb_checkpoints/1-checkpoint.jpg",  # would be a class of its own
+        ".1.jpg",  # directly in the input, hidden: not a label dead letter
+        "cat/._1.jpg",  # a macOS resource fork, not a JPEG
+        "cat/.thumbnails/1.jpg",  # a copy, not another record of the class
+        "__MACOSX/cat/._1.jpg",
+    ],
+)
+def test_hidden_files_and_everything_in_hidden_folders_are_skipped(key):
+    for root in ("/d", "gs://b/root"):
+        assert classify_folder_entry(root, f"{root}/{key}", EXTENSIONS, FRACTIONS) == Skipped(
+            f"{root}/{key}", "(hidden)"
+        )
+
+
+def test_a_hidden_input_folder_is_read_like_any_other():
+    image = classify_folder_entry("/home/me/.cache/data", "/home/me/.cache/data/cat/1.jpg", EXTENSIONS, FRACTIONS)
+    assert isinstance(image, Source) and image.label == "cat"
+    image = classify_folder_entry("/d", "/d/cat/1.x.jpg", EXTENSIONS, FRACTIONS)
+    assert isinstance(image, Source) and image.key == "cat/1.x.jpg"
 
 
 def test_split_is_the_same_wherever_the_dataset_lives():
