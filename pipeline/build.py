@@ -17,7 +17,7 @@ from transforms.counting import CountRecords, SummarizeOutcomes, summarize
 from transforms.image_convert import ImageSettings
 from transforms.images import ReadImages, ReadImagesIntoShards
 from transforms.once import OnceWithAll
-from transforms.outcomes import DEAD_LETTERS
+from transforms.outcomes import DEAD_LETTERS, SKIPPED
 from transforms.permute import PermuteOrder
 from transforms.shard_parts import SHARD_PARTS, FinalizeShards, ShardLayout
 from transforms.sources import ListClassFolders, ReadImageCsv
@@ -99,7 +99,7 @@ def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     files = (
         p
         | "Start" >> beam.Impulse()
-        | "ListCsvFiles" >> beam.ParDo(ListCsvFiles(plan.input)).with_outputs(DEAD_LETTERS, main="files")
+        | "ListCsvFiles" >> beam.ParDo(ListCsvFiles(plan.input)).with_outputs(SKIPPED, DEAD_LETTERS, main="files")
     )
     rows = (
         files.files
@@ -118,10 +118,9 @@ def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
             DEAD_LETTERS, main="records"
         )
     )
-    skipped = p | "NothingSkipped" >> beam.Create([])
     counted, shard_files = _written(encoded.records, plan, folder)
     dead_letters = [files.dead_letters, rows.dead_letters, encoded.dead_letters]
-    return Outcomes(counted, shard_files, skipped, dead_letters, schema)
+    return Outcomes(counted, shard_files, files.skipped, dead_letters, schema)
 
 
 def _summarize(options) -> beam.PTransform:

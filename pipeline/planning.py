@@ -27,7 +27,7 @@ from pipeline.contract.manifest import Listing
 from pipeline.local_files import NotARegularFile
 from pipeline.sharding import shard_count
 from transforms import listing_handover
-from transforms.outcomes import Source
+from transforms.outcomes import DeadLetter, Source
 from transforms.sources import (
     check_images_exist,
     classify_listed,
@@ -35,7 +35,7 @@ from transforms.sources import (
     parse_image_csv,
     printable_path,
 )
-from transforms.tabular import read_header
+from transforms.tabular import hidden_match, read_header
 
 _LOG = logging.getLogger(__name__)
 SOURCES_PER_PERMUTE_BUCKET = 100_000
@@ -111,7 +111,8 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedIn
             outcomes.append(outcome)
         if isinstance(entry, storage.Unlisted):
             unlisted.append(outcome.source)
-            _LOG.warning("cannot list %s: %s", outcome.source, entry.reason)
+            if isinstance(outcome, DeadLetter):  # not a hidden one, which is skipped
+                _LOG.warning("cannot list %s: %s", outcome.source, entry.reason)
             continue
         metadata.append(FileMetadata(printable_path(entry.path), entry.size_in_bytes, entry.last_updated_in_seconds))
         if isinstance(outcome, Source):
@@ -178,16 +179,21 @@ def _plan_image_csv(config: Config, csv_uri: str) -> PlannedInput:
 
 
 def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
-    metadata, unlisted = [], {}
+    metadata, unlisted, hidden = [], {}, []
     for entry in storage.list_matching(pattern):
-        if isinstance(entry, storage.Unlisted):  # a dangling link, a folder: the job's `list` dead letter
+        if hidden_match(pattern, entry.path):  # the job skips it: no header, no bytes
+            hidden.append(printable_path(entry.path))
+        elif isinstance(entry, storage.Unlisted):  # a dangling link, a folder: the job's `list` dead letter
             path = printable_path(entry.path)
             unlisted[path] = entry.reason
             _LOG.warning("cannot list %s: %s", path, entry.reason)
         else:
             metadata.append(entry)
+    left_out = f"; hidden files are left out: {len(hidden)}, such as {min(hidden)}" if hidden else ""
+    if hidden:
+        _LOG.info("%s matches %d hidden file(s), which are skipped, such as %s", pattern, len(hidden), min(hidden))
     if not metadata and not unlisted:
-        raise PlanError(f"no CSV files match {pattern}")
+        raise PlanError(f"no CSV files match {pattern}{left_out}")
     named = [f"{path}: {reason}" for path, reason in sorted(unlisted.items())]
     first, columns = _first_header(sorted(metadata, key=lambda m: m.path), pattern, named)
     if not columns:

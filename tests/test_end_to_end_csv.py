@@ -259,3 +259,20 @@ def test_zip_codes_keep_a_warning_and_grouped_digits_stay_text(tmp_path, capsys)
     assert f"  warning: {warning}" in capsys.readouterr().out.splitlines()
     written = sorted((r["period"], r["zip"]) for split in manifest.splits for r in read_split(out, split))
     assert written == [(b"2023_01", 2134), (b"2023_02", 90210), (b"2024_11", 501)]
+
+
+def test_hidden_matches_are_skipped_not_read(tmp_path):
+    """`**/*.csv` matches Jupyter's checkpoint copies (every row again) and `*.csv` macOS's `._`
+    resource forks (binary, and sorting first, where the planner takes the header from): as in a
+    shell, a wildcard matches no hidden name, and each such file is skipped as (hidden)."""
+    tables, out = tmp_path / "tables", tmp_path / "ds"
+    shutil.copytree(SAMPLE, tables / "part")
+    (tables / ".ipynb_checkpoints").mkdir()
+    shutil.copy(tables / "part" / "part-000.csv", tables / ".ipynb_checkpoints" / "part-000-checkpoint.csv")
+    (tables / "part" / "._part-000.csv").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
+    assert main(["--kind", "csv", "--input", str(tables / "**" / "*.csv*"), "--output", str(out)]) == 0
+    manifest = load_manifest(out)
+    written = sorted(str(r["id"]) for split in manifest.splits for r in read_split(out, split))
+    assert written == sorted(source_rows(SAMPLE))
+    assert (manifest.counts.skipped, manifest.counts.errors) == (2, 0)
+    assert manifest.skipped_by_extension == {"(hidden)": 2}

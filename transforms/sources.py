@@ -108,8 +108,11 @@ def classify_listed(
     root: str, entry: FileMetadata | storage.Unlisted, extensions: frozenset[str], fractions
 ) -> Outcome:
     """What the listing found: a file (classify_folder_entry), or something below `root` it could
-    not list (an unreadable folder, a link it does not follow), which is a dead letter naming it."""
+    not list (an unreadable folder, a link it does not follow), which is a dead letter naming it
+    unless it is hidden (skipped, as everything below a hidden folder is)."""
     if isinstance(entry, storage.Unlisted):
+        if is_hidden(relative_key(root, entry.path)):
+            return Skipped(printable_path(entry.path), HIDDEN)
         return DeadLetter(printable_path(entry.path), "list", entry.reason)
     return classify_folder_entry(root, entry.path, extensions, fractions)
 

@@ -15,7 +15,9 @@ with another header. A FIFO, socket or device matching the pattern (or a link to
 rows to lose, and reading it would wait for a writer or never end: it is not read, and is one
 `read` dead letter, as a file whose header cannot be parsed is one `header` dead letter. A match
 that cannot be listed (a dangling link: Beam's own matching drops it) is one `list` dead letter,
-as in a class folder (`ListCsvFiles`).
+as in a class folder (`ListCsvFiles`). A wildcard does not match hidden names, as in a shell
+(`data/**/*.csv` and `.ipynb_checkpoints/t-checkpoint.csv`, `data/*.csv` and macOS's `._t.csv`):
+such a match is skipped as `(hidden)`, unless the pattern names hidden entries itself.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from pipeline.local_files import NotARegularFile
 from transforms import stopping
 from transforms.counting import counter
 from transforms.example_proto import encode_example
-from transforms.outcomes import DEAD_LETTERS, DeadLetter, Record
-from transforms.sources import printable_path, relative_key, strip_bom
+from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Record, Skipped
+from transforms.sources import HIDDEN, is_hidden, printable_path, relative_key, strip_bom
 from transforms.splits import assign_split
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
@@ -125,19 +127,31 @@ def _whole_file_error(listed, errors, letter: DeadLetter) -> beam.pvalue.TaggedO
     return beam.pvalue.TaggedOutput(DEAD_LETTERS, letter)
 
 
+def hidden_match(pattern: str, path: str) -> bool:
+    """Whether only a wildcard of `pattern` matched a hidden name in `path` (a file or folder name
+    starting with "."), which a shell's wildcards never match; False where the pattern names
+    hidden entries itself (`data/.cache/*.csv`)."""
+    root = storage.pattern_root(pattern)
+    return not is_hidden(pattern[len(root) + 1 :]) and is_hidden(relative_key(root, path))
+
+
 class ListCsvFiles(beam.DoFn):
     """The impulse -> the metadata of every file the pattern matches; a match that cannot be listed
     (storage.list_matching: a dangling link, or a folder it cannot enter that could hold matches)
-    is a `list` dead letter naming it, counted as listed (each file is counted listed once: here,
-    or by the rows ReadCsvRows finds in it)."""
+    is a `list` dead letter naming it, and a hidden match (hidden_match) is skipped, each counted
+    as listed (each file is counted listed once: here, or by the rows ReadCsvRows finds in it)."""
 
     def __init__(self, pattern: str):
         self._pattern = pattern
-        self._listed, self._errors = counter("listed"), counter("errors")
+        self._listed, self._skipped, self._errors = counter("listed"), counter("skipped"), counter("errors")
 
     def process(self, _):
         for entry in storage.list_matching(self._pattern):
-            if isinstance(entry, storage.Unlisted):
+            if hidden_match(self._pattern, entry.path):  # a file, or a folder it cannot enter
+                self._listed.inc()
+                self._skipped.inc()
+                yield beam.pvalue.TaggedOutput(SKIPPED, Skipped(printable_path(entry.path), HIDDEN))
+            elif isinstance(entry, storage.Unlisted):
                 letter = DeadLetter(printable_path(entry.path), "list", entry.reason)
                 yield _whole_file_error(self._listed, self._errors, letter)
             else:

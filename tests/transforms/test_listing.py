@@ -67,6 +67,22 @@ def test_non_utf8_image_name_is_a_dead_letter_naming_the_file(tmp_path):
     assert classify_folder_entry("/d", "/d/cat/é.jpg", EXTENSIONS, FRACTIONS).label == "cat"
 
 
+def test_what_cannot_be_listed_in_a_hidden_place_is_skipped_as_hidden(tmp_path):
+    """Below a hidden name nothing is data: a link not followed or a dangling one there is
+    skipped, as an unreadable `.Trash-1000/` would be, not a dead letter that weighs in the budget."""
+    root = _tree(tmp_path / "in")
+    elsewhere = _tree(tmp_path / "elsewhere")
+    os.symlink(elsewhere / "cat", root / ".linked_class")
+    os.symlink(tmp_path / "nothing.jpg", root / "cat" / ".dangling.jpg")
+    hidden = [o for o in _outcomes(root) if isinstance(o, Skipped) and o.extension == "(hidden)"]
+    assert sorted(hidden) == [
+        Skipped(str(root / ".linked_class"), "(hidden)"),
+        Skipped(str(root / "cat" / ".dangling.jpg"), "(hidden)"),
+    ]
+    unreadable = storage.Unlisted(str(root / ".Trash-1000"), "cannot list this folder: PermissionError")
+    assert classify_listed(str(root), unreadable, EXTENSIONS, FRACTIONS) == Skipped(unreadable.path, "(hidden)")
+
+
 def test_links_that_are_not_followed_are_dead_letters(tmp_path):
     root = _tree(tmp_path / "in")
     elsewhere = _tree(tmp_path / "elsewhere")

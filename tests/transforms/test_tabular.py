@@ -12,6 +12,7 @@ from transforms.tabular import (
     NotedValues,
     Row,
     column_warnings,
+    hidden_match,
     is_float,
     is_int64,
     parse_value,
@@ -184,3 +185,23 @@ def test_a_column_has_a_warning_for_each_thing_noted():
     stray = ColumnType("string", 0, NotedValues(1, 9, "f.csv:3", "n/a"))
     assert [w.split(":")[0] for w in column_warnings("a", stray)] == ["column 'a' is stored as strings"]
     assert column_warnings("a", ColumnType("int64", 2)) == []
+
+
+@pytest.mark.parametrize(
+    "pattern, path, hidden",
+    [
+        ("/d/**/*.csv", "/d/.ipynb_checkpoints/t-checkpoint.csv", True),  # a copy of t.csv's rows
+        ("/d/*.csv", "/d/._t.csv", True),  # a macOS resource fork
+        ("gs://b/d/**/*.csv", "gs://b/d/x/.y/t.csv", True),
+        ("/d/*.csv", "/d/t.csv", False),
+        ("/d/*.csv", "/d/t.x.csv", False),
+        ("/d/.cache/*.csv", "/d/.cache/t.csv", False),  # the pattern names the hidden folder itself
+        ("/d/*/.x/*.csv", "/d/a/.x/t.csv", False),
+        ("/d/*.csv", "/d/.t.csv", True),
+        ("/d/.*.csv", "/d/.t.csv", False),
+        ("/home/.me/d/*.csv", "/home/.me/d/t.csv", False),  # hidden above the wildcards: named
+        ("/d/t.csv", "/d/t.csv", False),
+    ],
+)
+def test_a_wildcard_matches_no_hidden_name(pattern, path, hidden):
+    assert hidden_match(pattern, path) is hidden
