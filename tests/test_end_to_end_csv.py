@@ -244,21 +244,27 @@ def test_a_column_of_numbers_that_one_value_made_string_is_a_warning_in_the_mani
     assert f"  warning: {warning}" in dataset_summary(str(out), manifest).splitlines()
 
 
-def test_zip_codes_keep_a_warning_and_grouped_digits_stay_text(tmp_path, capsys):
-    """Zip codes are stored as int64, losing their leading zeros: the run says so and names one.
-    "2023_01" is a code, not the number 202301 (Python's float() would read it so)."""
+def test_numbers_that_lose_digits_are_warnings_and_grouped_digits_stay_text(tmp_path, capsys):
+    """Zip codes stored as int64 lose their leading zeros, timestamps stored as float32 their
+    last digits: the run says so and names one value of each. "2023_01" is a code, not the
+    number 202301 (Python's float() would read it so)."""
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "a.csv").write_text("zip,period\n02134,2023_01\n90210,2023_02\n00501,2024_11\n")
+    (tmp_path / "in" / "a.csv").write_text(
+        "zip,period,ts\n02134,2023_01,1700000037.5\n90210,2023_02,0.5\n00501,2024_11,1700000100\n"
+    )
     out = tmp_path / "out"
     assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv"), "--output", str(out)]) == 0
     manifest = load_manifest(out)
-    assert manifest.features["zip"].dtype == "int64" and manifest.features["period"].dtype == "string"
-    [warning] = manifest.warnings
-    assert warning.startswith("column 'zip' is stored as int64, which keeps no leading zeros: 2 of its 3 values")
-    assert f"{tmp_path / 'in' / 'a.csv'}:2: '02134' is stored as 2134" in warning
-    assert f"  warning: {warning}" in capsys.readouterr().out.splitlines()
-    written = sorted((r["period"], r["zip"]) for split in manifest.splits for r in read_split(out, split))
-    assert written == [(b"2023_01", 2134), (b"2023_02", 90210), (b"2024_11", 501)]
+    assert [manifest.features[c].dtype for c in ("zip", "period", "ts")] == ["int64", "string", "float32"]
+    zeros, rounded = manifest.warnings
+    assert zeros.startswith("column 'zip' is stored as int64, which keeps no leading zeros: 2 of its 3 values")
+    assert f"{tmp_path / 'in' / 'a.csv'}:2: '02134' is stored as 2134" in zeros
+    assert rounded.startswith("column 'ts' is stored as float32, which holds numbers of 16,777,216 or more only")
+    assert f"{tmp_path / 'in' / 'a.csv'}:2: '1700000037.5' is stored as 1700000000.0" in rounded
+    said = capsys.readouterr().out.splitlines()
+    assert f"  warning: {zeros}" in said and f"  warning: {rounded}" in said
+    written = sorted((r["period"], r["zip"], r["ts"]) for split in manifest.splits for r in read_split(out, split))
+    assert written == [(b"2023_01", 2134, 1700000000.0), (b"2023_02", 90210, 0.5), (b"2024_11", 501, 1700000128.0)]
 
 
 def test_hidden_matches_are_skipped_not_read(tmp_path):

@@ -2,7 +2,8 @@
 
 Column types come from the configured schema or are inferred over all the data (a CombineFn, so
 it scales): int64 if every value is an integer, float32 if every value is a number, string
-otherwise; `bool` only when declared (true/false, stored as int64 1/0). A number is written as CSV
+otherwise; `bool` only when declared (true/false, stored as int64 1/0), each value as close as the
+dtype holds it (column_warnings names values that lose digits). A number is written as CSV
 tools write one: digits with an optional sign, point and exponent, or nan/inf, never with Python's
 digit-grouping underscores ("2023_01" is text, not 202301). An empty cell means the feature is
 absent from that record. A UTF-8 BOM at the start of a file is not part of its header.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import re
+import struct
 import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -43,6 +45,7 @@ from transforms.splits import assign_split
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
 _INT = re.compile(r"^[+-]?\d+$")
 _LEADING_ZERO = re.compile(r"[+-]?0\d")  # "007", "-01", "00.5": digits a number does not keep
+FLOAT32_EXACT = 2**24  # float32 holds every integer up to this; past it, not even every integer
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _BOOLS = {"true": 1, "false": 0, "1": 1, "0": 0}
 
@@ -53,9 +56,9 @@ STRAY_TEXT_LIMIT = 100
 
 class NotedValues(NamedTuple):
     """Values of a column that a user of the data should hear of (the few that made a column of
-    numbers string; numbers written with leading zeros): how many there are, how many numbers
-    they stand among, and one of them (the least by source: the same whatever the order the
-    runner gave the rows in)."""
+    numbers string; numbers written with leading zeros; numbers float32 moves by 1 or more): how
+    many there are, how many numbers they stand among, and one of them (the least by source: the
+    same whatever the order the runner gave the rows in)."""
 
     count: int
     numbers: int
@@ -67,12 +70,14 @@ class NotedValues(NamedTuple):
 class ColumnType:
     """What the data says of one column: its dtype, in how many rows it is empty, and what its
     warnings name (column_warnings): when a few values kept it from being a number, those; when
-    it is stored as numbers, those written with leading zeros, which a number does not keep."""
+    it is stored as numbers, those written with leading zeros, which a number does not keep; when
+    it is stored as float32, the numbers that float32 moves by 1 or more (ids, timestamps)."""
 
     dtype: str  # one of DECLARABLE_TYPES
     missing: int
     stray_text: NotedValues | None = None
     leading_zeros: NotedValues | None = None
+    float32_moved: NotedValues | None = None
 
 
 class Row(NamedTuple):
@@ -93,6 +98,27 @@ def is_float(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def float32_of(number: float) -> float:
+    """What a float32 feature holds of `number` (protobuf rounds each float_list value so)."""
+    return struct.unpack("f", struct.pack("f", number))[0]
+
+
+def moved_by_float32(value: str) -> bool:
+    """Whether float32 holds the number `value` writes 1 or more away from it: only numbers of
+    FLOAT32_EXACT or more can be, such as ids, timestamps and large amounts."""
+    number = float(value)
+    if not abs(number) >= FLOAT32_EXACT:  # nan too
+        return False
+    held = float32_of(number)
+    return held != number and not abs(held - number) < 1  # past float32's range: held as inf
+
+
+def stored_value(value: str, dtype: str):
+    """What a feature of `dtype` holds of a cell that fits it."""
+    parsed = parse_value(value, dtype)
+    return float32_of(parsed) if dtype == "float32" else parsed
 
 
 def parse_value(value: str, dtype: str):
@@ -256,12 +282,18 @@ class _Tally:
     least_not_number: tuple[str, str] | None = None  # (source, value)
     leading_zeros: int = 0  # numbers written with them
     least_leading_zero: tuple[str, str] | None = None  # (source, value)
+    float32_moved: int = 0  # numbers float32 would move by 1 or more (moved_by_float32)
+    least_float32_moved: tuple[str, str] | None = None  # (source, value)
 
     def count_number(self, source: str, value: str) -> None:
         self.numbers += 1
         if _LEADING_ZERO.match(value):
             self.leading_zeros += 1
             self.least_leading_zero = _least(self.least_leading_zero, (source, value))
+        # Written in fewer than 8 characters without an exponent, a number is below FLOAT32_EXACT.
+        if (len(value) > 7 or "e" in value or "E" in value) and moved_by_float32(value):
+            self.float32_moved += 1
+            self.least_float32_moved = _least(self.least_float32_moved, (source, value))
 
 
 def _least(*noted: tuple[str, str] | None) -> tuple[str, str] | None:
@@ -307,6 +339,8 @@ class InferSchema(beam.CombineFn):
                 _least(*(t.least_not_number for t in tallies)),
                 sum(t.leading_zeros for t in tallies),
                 _least(*(t.least_leading_zero for t in tallies)),
+                sum(t.float32_moved for t in tallies),
+                _least(*(t.least_float32_moved for t in tallies)),
             )
             for tallies in zip(*accumulators, strict=True)
         ]
@@ -320,7 +354,9 @@ class InferSchema(beam.CombineFn):
             stray = NotedValues(t.not_numbers, t.numbers, *t.least_not_number) if few else None
             zeros = not declared and inferred != "string" and t.leading_zeros
             leading = NotedValues(t.leading_zeros, t.numbers, *t.least_leading_zero) if zeros else None
-            schema[name] = ColumnType(declared or inferred, t.missing, stray, leading)
+            moved = not declared and inferred == "float32" and t.float32_moved
+            rounded = NotedValues(t.float32_moved, t.numbers, *t.least_float32_moved) if moved else None
+            schema[name] = ColumnType(declared or inferred, t.missing, stray, leading, rounded)
         return schema
 
 
@@ -331,20 +367,36 @@ def column_warnings(column: str, found: ColumnType) -> list[str]:
         warnings.append(stray_text_warning(column, found.stray_text))
     if found.leading_zeros:
         warnings.append(leading_zeros_warning(column, found.dtype, found.leading_zeros))
+    if found.float32_moved:
+        warnings.append(float32_warning(column, found.float32_moved))
     return warnings
+
+
+def _some(noted: NotedValues, have: str, has: str) -> str:
+    """'1 of its N values has ...' / 'K of its N values have ...'."""
+    if noted.count == 1:
+        return f"1 of its {noted.numbers} values {has}"
+    return f"{noted.count} of its {noted.numbers} values {have}"
 
 
 def leading_zeros_warning(column: str, dtype: str, noted: NotedValues) -> str:
     """What a user is told of a column stored as numbers that some values wrote with leading zeros."""
-    some = (
-        f"1 of its {noted.numbers} values has them"
-        if noted.count == 1
-        else f"{noted.count} of its {noted.numbers} values have them"
-    )
     return (
-        f"column {column!r} is stored as {dtype}, which keeps no leading zeros: {some} (for example "
-        f"{noted.source}: {noted.value!r} is stored as {parse_value(noted.value, dtype)!r}); declare it in "
-        f"csv.schema as string to keep the values as written, or as {dtype} to keep the numbers without this warning"
+        f"column {column!r} is stored as {dtype}, which keeps no leading zeros: "
+        f"{_some(noted, 'have them', 'has them')} (for example {noted.source}: {noted.value!r} is stored as "
+        f"{stored_value(noted.value, dtype)!r}); declare it in csv.schema as string to keep the values as written, "
+        f"or as {dtype} to keep the numbers without this warning"
+    )
+
+
+def float32_warning(column: str, noted: NotedValues) -> str:
+    """What a user is told of a float32 column whose numbers float32 moves by 1 or more."""
+    return (
+        f"column {column!r} is stored as float32, which holds numbers of {FLOAT32_EXACT:,} or more only to the "
+        f"nearest of its steps (2 and up): {_some(noted, 'change', 'changes')} by 1 or more (for example "
+        f"{noted.source}: {noted.value!r} is stored as {stored_value(noted.value, 'float32')!r}); declare it in "
+        "csv.schema as string to keep the values as written (or int64 if they are integers), or as float32 to keep "
+        "them rounded without this warning"
     )
 
 

@@ -15,6 +15,7 @@ from transforms.tabular import (
     hidden_match,
     is_float,
     is_int64,
+    moved_by_float32,
     parse_value,
     stray_text_warning,
 )
@@ -205,3 +206,40 @@ def test_a_column_has_a_warning_for_each_thing_noted():
 )
 def test_a_wildcard_matches_no_hidden_name(pattern, path, hidden):
     assert hidden_match(pattern, path) is hidden
+
+
+@pytest.mark.parametrize(
+    "value, moved",
+    [
+        ("16777216", False),  # 2**24: float32 holds every integer up to it
+        ("16777217", True),
+        ("-123456789", True),
+        ("1700000037.5", True),  # a timestamp: held as 1700000000.0
+        ("30000000", False),  # past 2**24 float32's step is 2: even integers are held
+        ("1e7", False),
+        ("3.0000001e7", True),
+        ("1e39", True),  # past float32's range: held as inf
+        ("inf", False),
+        ("nan", False),
+        ("12345.678", False),  # below 2**24 float32 is within 1 of any number
+        ("0.30000000000000004", False),
+    ],
+)
+def test_moved_by_float32(value, moved):
+    assert moved_by_float32(value) is moved
+
+
+def test_numbers_float32_moves_are_named_where_the_column_is_stored_as_float32():
+    """Ids and timestamps in a column that one fraction made float32 are rounded to float32's
+    steps past 2**24 without a word to the trainer: the warning names the column and one value."""
+    data = rows(("1700000037.5", "123456789", "123456789"), ("0.5", "2.5", "1"), ("1700000100", "7", "3"))
+    schema = _inferred(("ts", "ids", "count"), data, {"ids": "float32"})
+    assert schema["ts"] == ColumnType("float32", 0, None, None, NotedValues(2, 3, "f.csv:2", "1700000037.5"))
+    assert schema["ids"] == ColumnType("float32", 0)  # declared: the user chose float32
+    assert schema["count"] == ColumnType("int64", 0)  # int64 holds them exactly
+    [warning] = column_warnings("ts", schema["ts"])
+    assert warning.startswith(
+        "column 'ts' is stored as float32, which holds numbers of 16,777,216 or more only to the nearest of its "
+        "steps (2 and up): 2 of its 3 values change by 1 or more (for example f.csv:2: '1700000037.5' is stored as "
+        "1700000000.0); declare it in csv.schema as string"
+    )
