@@ -2,11 +2,12 @@
 
 Column types come from the configured schema or are inferred over all the data (a CombineFn, so
 it scales): int64 if every value is an integer, float32 if every value is a number, string
-otherwise; `bool` only when declared (true/false, stored as int64 1/0), each value as close as the
-dtype holds it (column_warnings names values that lose digits). A number is written as CSV
-tools write one: digits with an optional sign, point and exponent, or nan/inf, never with Python's
-digit-grouping underscores ("2023_01" is text, not 202301). An empty cell means the feature is
-absent from that record. A UTF-8 BOM at the start of a file is not part of its header.
+otherwise; `bool` only when declared (true/false, stored as int64 1/0). Where an inferred dtype
+holds values otherwise than as written (leading zeros, float32's rounding), the manifest's
+warnings say so (column_warnings). A number is written as CSV tools write one: digits with an
+optional sign, point and exponent, or nan/inf, never with Python's digit-grouping underscores
+("2023_01" is text, not 202301). An empty cell means the feature is absent from that record. A
+UTF-8 BOM at the start of a file is not part of its header.
 
 A file that cannot be read to its end (a truncated or corrupt .gz, a file gone since the
 listing) fails the run, naming the file: the rows it holds past the failure are unknown, so no
