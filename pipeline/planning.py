@@ -198,6 +198,12 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     first, columns = _first_header(sorted(metadata, key=lambda m: m.path), pattern, named)
     if not columns:
         raise PlanError(f"{first} has no header line")
+    repeated = sorted({name for name in columns if columns.count(name) > 1})
+    if repeated:
+        raise PlanError(
+            f"{first}: its header names column(s) {repeated} more than once; each column is the feature of its name, "
+            "so all but one of them would be lost: rename them"
+        )
     undeclared = set(config.csv.schema) - set(columns)
     if undeclared:
         raise PlanError(f"csv.schema names columns the data lacks: {sorted(undeclared)} (header: {list(columns)})")

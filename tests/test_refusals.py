@@ -208,6 +208,19 @@ def test_a_first_csv_whose_header_cannot_be_read_is_refused(tmp_path, caplog):
     assert "a.csv.gz: cannot read its header" in line
 
 
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, caplog):
+    """Each column is the feature of its name: of two named alike, one would be lost without a word."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("a,b,a,c,b\n1,2,3,4,5\n")
+    assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv"), "--output", str(tmp_path / "out")]) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert line.endswith(
+        "a.csv: its header names column(s) ['a', 'b'] more than once; each column is the "
+        "feature of its name, so all but one of them would be lost: rename them"
+    )
+    assert not list((tmp_path / "out").iterdir())  # preflight made the folder; nothing was written
+
+
 def test_every_entry_point_ends_an_unexpected_error_in_one_line(caplog):
     """`python -m pipeline.dataflow` goes through the same `run` as `python -m pipeline`."""
     from pipeline.cli import run
