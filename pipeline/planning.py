@@ -189,10 +189,10 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
             _LOG.warning("cannot list %s: %s", path, entry.reason)
         else:
             metadata.append(entry)
-    left_out = f"; hidden files are left out: {len(hidden)}, such as {min(hidden)}" if hidden else ""
     if hidden:
         _LOG.info("%s matches %d hidden file(s), which are skipped, such as %s", pattern, len(hidden), min(hidden))
     if not metadata and not unlisted:
+        left_out = f"; hidden files are left out: {len(hidden)}, such as {min(hidden)}" if hidden else ""
         raise PlanError(f"no CSV files match {pattern}{left_out}")
     named = [f"{path}: {reason}" for path, reason in sorted(unlisted.items())]
     first, columns = _first_header(sorted(metadata, key=lambda m: m.path), pattern, named)

@@ -221,6 +221,16 @@ def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, caplog):
     assert not list((tmp_path / "out").iterdir())  # preflight made the folder; nothing was written
 
 
+def test_a_pattern_that_matches_only_hidden_csvs_is_refused_saying_so(tmp_path, caplog):
+    (tmp_path / "in" / ".ipynb_checkpoints").mkdir(parents=True)
+    (tmp_path / "in" / ".ipynb_checkpoints" / "a-checkpoint.csv").write_text("a\n1\n")
+    pattern = str(tmp_path / "in" / "**" / "*.csv")
+    assert main(["--kind", "csv", "--input", pattern, "--output", str(tmp_path / "out")]) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    hidden = tmp_path / "in" / ".ipynb_checkpoints" / "a-checkpoint.csv"
+    assert line == f"no CSV files match {pattern}; hidden files are left out: 1, such as {hidden}"
+
+
 def test_every_entry_point_ends_an_unexpected_error_in_one_line(caplog):
     """`python -m pipeline.dataflow` goes through the same `run` as `python -m pipeline`."""
     from pipeline.cli import run
