@@ -282,3 +282,18 @@ def test_hidden_matches_are_skipped_not_read(tmp_path):
     assert written == sorted(source_rows(SAMPLE))
     assert (manifest.counts.skipped, manifest.counts.errors) == (2, 0)
     assert manifest.skipped_by_extension == {"(hidden)": 2}
+
+
+def test_a_row_with_a_long_text_is_written_whole(tmp_path):
+    """Python's csv module refuses fields of more than 131,072 characters, which long documents
+    pass: such a row was a `parse` dead letter ("field larger than field limit")."""
+    (tmp_path / "in").mkdir()
+    article = "word " * 60_000  # 300,000 characters
+    with open(tmp_path / "in" / "docs.csv", "w", newline="") as f:
+        csv.writer(f).writerows([("id", "text"), (1, "short"), (2, article), (3, "short too")])
+    out = tmp_path / "out"
+    assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv"), "--output", str(out)]) == 0
+    manifest = load_manifest(out)
+    assert (manifest.counts.written, manifest.counts.errors) == (3, 0)
+    texts = {r["id"]: r["text"] for split in manifest.splits for r in read_split(out, split)}
+    assert texts == {1: b"short", 2: article.encode(), 3: b"short too"}

@@ -53,6 +53,9 @@ _BOOLS = {"true": 1, "false": 0, "1": 1, "0": 0}
 
 # Past this many values that are not numbers, a column is text: its values are no longer checked.
 STRAY_TEXT_LIMIT = 100
+# Characters a field may hold: Python's csv module stops at 131,072, which long texts (documents,
+# articles) pass; past this, a field is more likely a quote left open than data.
+CSV_FIELD_LIMIT = 64 * 2**20
 
 
 class NotedValues(NamedTuple):
@@ -197,6 +200,9 @@ class ReadCsvRows(beam.DoFn):
     def __init__(self, root: str, columns: Sequence[str], fractions):
         self._root, self._columns, self._fractions = root, tuple(columns), tuple(fractions)
         self._listed, self._errors = counter("listed"), counter("errors")
+
+    def setup(self):
+        csv.field_size_limit(CSV_FIELD_LIMIT)  # the csv module's one setting, for every reader of this process
 
     def process(self, metadata):
         path = metadata.path
