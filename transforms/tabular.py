@@ -311,8 +311,9 @@ class InferSchema(beam.CombineFn):
     """Per column: dtype (declared, or the narrowest of int64 < float32 < string that fits every
     non-empty value), whether any record lacks it, and what the manifest's warnings name, since the
     trainer would otherwise get it without a word: the values that made a column of numbers string
-    (up to STRAY_TEXT_LIMIT: a typo, a unit, a stray byte), and, of a column stored as numbers, the
-    values written with leading zeros (zip codes, ids), which the numbers lose."""
+    (up to STRAY_TEXT_LIMIT: a typo, a unit, a stray byte); of a column stored as numbers, the
+    values written with leading zeros (zip codes, ids), which the numbers lose; of a float32 column,
+    the numbers float32 moves by 1 or more (moved_by_float32)."""
 
     def __init__(self, columns: Sequence[str], declared: dict[str, str]):
         self._columns, self._declared = tuple(columns), dict(declared)
