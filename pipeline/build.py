@@ -68,6 +68,7 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         config.image.max_pixels,
         config.image.label_offset,
         config.image.encoding,
+        max_file_bytes=config.image.max_file_mib << 20,
     )
     reading = dict(
         threads=config.image.read_threads,

@@ -27,6 +27,7 @@ from pipeline.flags import CONVERT_FLAGS
 from pipeline.local_files import NotYaml, load_yaml
 from pipeline.sharding import ShardConfig
 from transforms.image_check import ALPHA_MODES, DEFAULT_MAX_PIXELS, Encoding, max_pixels_limit
+from transforms.image_convert import DEFAULT_MAX_FILE_MIB, MAX_FILE_MIB
 from transforms.splits import check_split_name
 from transforms.tabular import DECLARABLE_TYPES
 
@@ -77,6 +78,8 @@ class ImageConfig(pydantic.BaseModel):
     # matched case-insensitively; `jpg` and `.JPG` are normalised to `.jpg`
     extensions: Annotated[tuple[Str, ...], Field(min_length=1)] = IMAGE_EXTENSIONS
     max_pixels: Annotated[Int, Field(ge=1, le=max_pixels_limit())] = DEFAULT_MAX_PIXELS
+    # longer sources are dead letters, unread (transforms.image_convert.read_source)
+    max_file_mib: Annotated[Int, Field(ge=1, le=MAX_FILE_MIB)] = DEFAULT_MAX_FILE_MIB
     # files read and checked at once per worker thread (see transforms.images)
     read_threads: Annotated[Int, Field(ge=1)] = 4
     read_batch: Annotated[Int, Field(ge=1)] = 32  # sources handed to those threads at a time

@@ -12,7 +12,11 @@ FRAMING_BYTES = 16  # per record: length (8), its CRC (4), the payload's CRC (4)
 
 def masked_crc32c(data) -> int:
     """TFRecord's masked CRC-32C."""
-    crc = google_crc32c.value(bytes(data))
+    return masked(google_crc32c.value(bytes(data)))
+
+
+def masked(crc: int) -> int:
+    """A CRC-32C as TFRecord stores it (masked, so that a CRC of data holding CRCs stays strong)."""
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 

@@ -40,6 +40,8 @@ BROKEN = {
     "triangle/error_page.jpg": ("identify", broken_images.html_page),
     "circle/bomb.png": ("dimensions", broken_images.bomb_png),
     "stray.jpg": ("label", lambda: (SAMPLE / "images/circle/0001.jpg").read_bytes()),
+    # A good JPEG padded past the runs' image.max_file_mib (1), which decoders would accept.
+    "triangle/padded.jpg": ("read", lambda: (SAMPLE / "images/triangle/0001.jpg").read_bytes() + bytes(1 << 20)),
 }
 # Readable by Pillow but not (correctly) by TensorFlow's decoders: re-encoded and counted as converted.
 CONVERTED = {
@@ -98,7 +100,9 @@ def converted(messy_folder, tmp_path_factory, request):
     config = tmp_path_factory.mktemp("config") / "config.yaml"
     processes = 0 if request.param == "lean_threads" else 2
     while_reading = "false" if request.param == "lean_write_to_tfrecord" else "true"
-    config.write_text(f"image: {{local_processes: {processes}, local_write_while_reading: {while_reading}}}\n")
+    config.write_text(
+        f"image: {{local_processes: {processes}, local_write_while_reading: {while_reading}, max_file_mib: 1}}\n"
+    )
     runner = ["--direct_num_workers", "2"] if request.param == "parallel" else []
     args = ["--input", str(messy_folder), "--output", str(out), "--max_error_fraction", "0.5", "--config", str(config)]
     assert main([*args, *runner]) == 0
@@ -194,8 +198,10 @@ def test_shards_are_not_in_listing_order(tmp_path):
 
 
 def test_error_budget_exceeded_still_reports_then_fails(messy_folder, tmp_path):
-    out = tmp_path / "ds"
-    assert main(["--input", str(messy_folder), "--output", str(out), "--max_error_fraction", "0.01"]) == 1
+    out, config = tmp_path / "ds", tmp_path / "config.yaml"
+    config.write_text("image: {max_file_mib: 1}\n")  # as the messy folder's runs: padded.jpg is a dead letter
+    argv = ["--input", messy_folder, "--output", out, "--config", config, "--max_error_fraction", "0.01"]
+    assert main(list(map(str, argv))) == 1
     assert not (out / "manifest.json").exists(), "an untrusted run is never published"
     manifest = load_rejected(out)
     assert manifest.error_budget_exceeded and manifest.counts.errors == len(BROKEN)

@@ -21,6 +21,20 @@ if TYPE_CHECKING:
 Scalar = bytes | str | int | float
 FeatureValue = Scalar | Sequence[Scalar]
 
+# The largest Example TensorFlow 2.21 parses: one byte more and parse_example crashes the reading
+# process (at exactly 2**31 bytes) or reports its features missing (tests/transforms/
+# test_example_proto.py checks both against TF). A record must never be one a reader cannot parse.
+MAX_EXAMPLE_BYTES = 2**31 - 1
+
+
+_TAG_AND_LENGTH = 6  # a field's tag (1 byte in these messages) and a length varint (5 bytes below 2**35)
+_MAX_VARINT = 10  # a negative int64
+
+
+class ExampleTooLarge(ValueError):
+    """A serialised Example longer than MAX_EXAMPLE_BYTES: its source must be a dead letter."""
+
+
 _F = descriptor_pb2.FieldDescriptorProto
 
 
@@ -84,12 +98,19 @@ def encode_example(features: Mapping[str, FeatureValue]) -> bytes:
     A value's Python type picks the list kind: bytes/str -> bytes_list, int/bool -> int64_list,
     float -> float_list; a scalar is a one-element list. Callers convert values to the declared
     type first (a float column's 3 is 3.0), so a feature's kind never depends on one record.
+    ExampleTooLarge when it could be longer than TensorFlow parses (`size_bound`, known without
+    serialising: so an Example within a few bytes per value of the limit is refused too).
     """
+    size = size_bound(features)
+    if size > MAX_EXAMPLE_BYTES:  # checked before serialising, which takes seconds per GiB
+        raise ExampleTooLarge(
+            f"the Example would be up to {size:,} bytes; TensorFlow parses at most {MAX_EXAMPLE_BYTES:,}"
+        )
     example = Example()
     example.features.SetInParent()  # as TensorFlow does: an Example with no features is b"\n\x00"
     feature_map = example.features.feature
     for name, value in features.items():
-        values = value if isinstance(value, (list, tuple)) else (value,)
+        values = _listed(value)
         first = values[0]
         if isinstance(first, bytes):
             feature_map[name].bytes_list.value.extend(values)
@@ -104,20 +125,47 @@ def encode_example(features: Mapping[str, FeatureValue]) -> bytes:
     return example.SerializeToString(deterministic=True)
 
 
-def image_example(keys: Mapping[str, str], image: CheckedImage, label_id: int, label: str, uri: str, key: str) -> bytes:
-    """The Example of one image source, under the feature names `keys` (config image.keys):
-    `label_id` as written (any label offset applied), `key` the source's key, hashed into its
-    image/source_id. ReadImages writes these; the benchmark's floor builds the same without Beam."""
-    return encode_example(
-        {
-            keys["encoded"]: image.data,
-            keys["format"]: image.format,
-            keys["height"]: image.height,
-            keys["width"]: image.width,
-            keys["channels"]: image.channels,
-            keys["label"]: label_id,
-            keys["text"]: label,
-            keys["filename"]: uri,
-            keys["source_id"]: source_id(key),
-        }
-    )
+def size_bound(features: Mapping[str, FeatureValue]) -> int:
+    """At least the length of encode_example(features), and at most a few bytes per value more:
+    every length is taken as a 5-byte varint and every int as a 10-byte one."""
+    size = _TAG_AND_LENGTH  # Example.features
+    for name, value in features.items():
+        values = _listed(value)
+        # Features' map entry, its key, its Feature, the Feature's list, and (numbers) their packing
+        size += 5 * _TAG_AND_LENGTH + _utf8_length(name)
+        first = values[0]
+        if isinstance(first, bytes):
+            size += sum(map(len, values)) + _TAG_AND_LENGTH * len(values)
+        elif isinstance(first, str):
+            size += sum(map(_utf8_length, values)) + _TAG_AND_LENGTH * len(values)
+        else:
+            size += (4 if isinstance(first, float) else _MAX_VARINT) * len(values)
+    return size
+
+
+def _utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def _listed(value: FeatureValue) -> Sequence[Scalar]:
+    return value if isinstance(value, (list, tuple)) else (value,)
+
+
+def image_features(
+    keys: Mapping[str, str], image: CheckedImage, label_id: int, label: str, uri: str, key: str
+) -> dict[str, FeatureValue]:
+    """The features of one image source's Example, under the feature names `keys` (config
+    image.keys): `label_id` as written (any label offset applied), `key` the source's key, hashed
+    into its image/source_id. ReadImages writes these; the benchmark's floor builds the same
+    without Beam."""
+    return {
+        keys["encoded"]: image.data,
+        keys["format"]: image.format,
+        keys["height"]: image.height,
+        keys["width"]: image.width,
+        keys["channels"]: image.channels,
+        keys["label"]: label_id,
+        keys["text"]: label,
+        keys["filename"]: uri,
+        keys["source_id"]: source_id(key),
+    }

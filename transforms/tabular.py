@@ -38,7 +38,7 @@ from pipeline import storage
 from pipeline.local_files import NotARegularFile
 from transforms import stopping
 from transforms.counting import counter
-from transforms.example_proto import encode_example
+from transforms.example_proto import ExampleTooLarge, encode_example
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Record, Skipped
 from transforms.sources import HIDDEN, is_hidden, printable_path, relative_key, strip_bom
 from transforms.splits import assign_split
@@ -424,7 +424,7 @@ def stray_text_warning(column: str, stray: NotedValues) -> str:
 
 class EncodeRows(beam.DoFn):
     """Row -> Record, typed by the (side input) schema; a value that does not fit a declared type
-    makes the row a dead letter."""
+    makes the row a dead letter, and so does a row whose Example TensorFlow could not parse."""
 
     def __init__(self, columns: Sequence[str]):
         self._columns = tuple(columns)
@@ -442,5 +442,11 @@ class EncodeRows(beam.DoFn):
                 self._errors.inc()
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(row.source, "parse", f"column {name!r}: {e}"))
                 return
+        try:
+            record = Record(row.split, "", False, encode_example(features))
+        except ExampleTooLarge as e:
+            self._errors.inc()
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(row.source, "encode", str(e)))
+            return
         self._written.inc()
-        yield Record(row.split, "", False, encode_example(features))
+        yield record

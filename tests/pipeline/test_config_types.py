@@ -67,6 +67,7 @@ BOOLEAN = "should be true or false (a YAML boolean, unquoted)"
             f"image: {{max_pixels: {LIMIT + 1}}}\n",
             f"image.max_pixels: should be less than or equal to {LIMIT}",
         ),
+        ("image: {max_file_mib: 2047}\n", "image.max_file_mib: should be less than or equal to 2046, got 2047"),
         ("image: {extensions: jpg}\n", "image.extensions: should be a list of extensions, e.g. [.jpg, .png]"),
         ("image: {extensions: []}\n", "image.extensions: should have at least 1 item(s), got []"),
         ("image: {extensions: [.jpg, 7]}\n", "image.extensions.1: should be a string, got 7"),
@@ -211,6 +212,7 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
         "image": {
             "extensions": list(IMAGE_EXTENSIONS),
             "max_pixels": 89_478_485,
+            "max_file_mib": 1024,
             "read_threads": 4,
             "read_batch": 32,
             "local_processes": "auto",

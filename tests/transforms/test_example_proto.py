@@ -1,10 +1,16 @@
 """The Example bytes must be exactly what TensorFlow produces, and parse in TensorFlow."""
 
+import struct
+import subprocess
+import sys
+
+import google_crc32c
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from transforms.example_proto import encode_example
+from pipeline.tfrecord_framing import masked, masked_crc32c
+from transforms.example_proto import MAX_EXAMPLE_BYTES, encode_example, size_bound
 
 
 def tf_example(features):
@@ -50,6 +56,105 @@ def test_parses_with_tf_parse_example():
     assert np.isclose(parsed["x"].numpy(), 2.5)
 
 
+@pytest.mark.parametrize(
+    "features",
+    [
+        *CASES,
+        {"negative": [-1] * 1000, "floats": [0.5] * 300, "é-key " * 20: "é" * 500},
+        {f"column {i}": str(i) for i in range(200)},
+        {"big": bytes(1 << 21)},
+    ],
+)
+def test_the_size_bound_is_at_least_the_size_and_close_to_it(features):
+    size = len(encode_example(features))
+    values = sum(len(v) if isinstance(v, list | tuple) else 1 for v in features.values())
+    assert size <= size_bound(features) <= size + 6 + 30 * len(features) + 10 * values
+
+
 def test_unsupported_type_names_the_feature():
     with pytest.raises(TypeError, match="'bad'"):
         encode_example({"bad": object()})
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out) + bytes([n])
+
+
+def _example_head(payload: int) -> bytes:
+    """The bytes of Example {features {feature {key: "a" value {bytes_list {value: <payload>}}}}}
+    that come before its payload, so that a huge one can be written without holding it."""
+    head = b""
+    for tag, extra in ((b"\n", b""), (b"\n", b""), (b"\x12", b"\n\x01a"), (b"\n", b""), (b"\n", b"")):
+        size = len(head) + payload  # of the message so far, nested in the next one out
+        head = extra + tag + _varint(size) + head
+    return head
+
+
+def _write_one_zeros_record(path, size: int) -> None:
+    """A TFRecord file holding one Example of exactly `size` bytes, its payload zeros."""
+    head = _example_head(0)
+    for _ in range(3):  # the varints grow with the payload: settle them
+        head = _example_head(size - len(head))
+    assert len(head) + (size - len(head)) == size
+    left = size - len(head)
+    zeros = bytes(1 << 26)
+    chunks = [zeros] * (left // len(zeros)) + [zeros[: left % len(zeros)]]
+    crc = google_crc32c.Checksum(head)
+    for chunk in chunks:
+        crc.update(chunk)
+    length = struct.pack("<Q", size)
+    with open(path, "wb") as f:
+        f.write(length + struct.pack("<I", masked_crc32c(length)) + head)
+        f.writelines(chunks)
+        f.write(struct.pack("<I", masked(int.from_bytes(crc.digest(), "big"))))
+
+
+def test_the_record_writer_of_the_next_test_writes_what_tensorflow_writes(tmp_path):
+    path = tmp_path / "one.tfrecord"
+    _write_one_zeros_record(path, 300)
+    expected = encode_example({"a": bytes(300 - len(_example_head(300)))})
+    assert [r.numpy() for r in tf.data.TFRecordDataset(str(path))] == [expected]
+    with tf.io.TFRecordWriter(str(tmp_path / "tf.tfrecord")) as writer:
+        writer.write(expected)
+    assert path.read_bytes() == (tmp_path / "tf.tfrecord").read_bytes()
+
+
+# Parses each file with TensorFlow; at 2**31 bytes TF 2.21's parser crashes the process, so each
+# file reports before the next is tried.
+_PARSE = """
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+
+spec = {"a": tf.io.FixedLenFeature([], tf.string)}
+for path in sys.argv[1:]:
+    try:
+        for record in tf.data.TFRecordDataset(path):
+            payload = tf.io.parse_single_example(record, spec)["a"]
+            print(tf.strings.length(record).numpy(), tf.strings.length(payload).numpy(), flush=True)
+    except tf.errors.InvalidArgumentError:
+        print("not parsed", flush=True)
+"""
+
+
+def test_the_limit_is_the_largest_example_tensorflow_parses(tmp_path):
+    """Pins MAX_EXAMPLE_BYTES to TensorFlow: it parses an Example of that size and not one byte
+    more. Slow (two records of 2 GiB), but the limit must move if TensorFlow's does."""
+    paths = [tmp_path / "largest.tfrecord", tmp_path / "over.tfrecord"]
+    try:
+        for path, size in zip(paths, (MAX_EXAMPLE_BYTES, MAX_EXAMPLE_BYTES + 1), strict=True):
+            _write_one_zeros_record(path, size)
+        result = subprocess.run(
+            [sys.executable, "-c", _PARSE, *map(str, paths)], capture_output=True, text=True, timeout=600, check=False
+        )
+    finally:
+        for path in paths:
+            path.unlink(missing_ok=True)
+    lines = result.stdout.splitlines()
+    payload = MAX_EXAMPLE_BYTES - len(_example_head(MAX_EXAMPLE_BYTES))
+    assert lines[:1] == [f"{MAX_EXAMPLE_BYTES} {payload}"], result.stderr[-2000:]
+    assert result.returncode != 0 or lines[1:] == ["not parsed"], result.stdout

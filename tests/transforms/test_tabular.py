@@ -5,9 +5,12 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from transforms.example_proto import MAX_EXAMPLE_BYTES
+from transforms.outcomes import DEAD_LETTERS, DeadLetter
 from transforms.tabular import (
     STRAY_TEXT_LIMIT,
     ColumnType,
+    EncodeRows,
     InferSchema,
     NotedValues,
     Row,
@@ -242,4 +245,20 @@ def test_numbers_float32_moves_are_named_where_the_column_is_stored_as_float32()
         "column 'ts' is stored as float32, which holds numbers of 16,777,216 or more only to the nearest of its "
         "steps (2 and up): 2 of its 3 values change by 1 or more (for example f.csv:2: '1700000037.5' is stored as "
         "1700000000.0); declare it in csv.schema as string"
+    )
+
+
+STRINGS = {"a": ColumnType("string", 0), "b": ColumnType("string", 0)}
+
+
+def test_a_row_whose_example_tensorflow_could_not_parse_is_a_dead_letter():
+    """A row past MAX_EXAMPLE_BYTES is a dead letter naming the row, not a record that crashes its
+    reader (tests/transforms/test_example_proto.py: what TensorFlow parses)."""
+    half = "x" * (1 << 30)
+    [out] = EncodeRows(("a", "b")).process(Row("big.csv:2", "train", (half, half)), STRINGS)
+    assert out.tag == DEAD_LETTERS
+    assert out.value == DeadLetter(
+        "big.csv:2",
+        "encode",
+        f"the Example would be up to 2,147,483,728 bytes; TensorFlow parses at most {MAX_EXAMPLE_BYTES:,}",
     )
