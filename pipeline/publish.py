@@ -169,7 +169,10 @@ def build_manifest(
         created=created,
         compression=plan.compression,
         run=settings.run,
-        warnings=tuple(warning for name, col in (schema or {}).items() for warning in column_warnings(name, col)),
+        warnings=(
+            *(warning for name, col in (schema or {}).items() for warning in column_warnings(name, col)),
+            *summary.warnings(),
+        ),
     )
 
 

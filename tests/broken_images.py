@@ -126,11 +126,20 @@ def crafted_png(colour_type: int, bit_depth: int = 8, interlace: bool = False) -
     return png_bytes(rgba[..., samples], bit_depth, colour_type, interlace=interlace)
 
 
-def jpeg_relabelled(marker: int = 0xC9) -> bytes:
-    """A baseline JPEG whose frame header claims another coding process (0xC9: arithmetic-coded).
-    libjpeg still decodes it, into noise, with warnings: a stand-in for the real thing, which
-    Pillow cannot write."""
-    data = bytearray(image_bytes("JPEG", "RGB"))
+def tiff_with_a_lost_page() -> bytes:
+    """A one-page TIFF whose IFD points to a next page past the end of the file."""
+    data = bytearray(image_bytes("TIFF", "RGB"))
+    (ifd,) = struct.unpack_from("<I", data, 4)  # little-endian, as Pillow writes it
+    (entries,) = struct.unpack_from("<H", data, ifd)
+    struct.pack_into("<I", data, ifd + 2 + 12 * entries, len(data) + 1000)
+    return bytes(data)
+
+
+def jpeg_relabelled(marker: int = 0xC9, jpeg: bytes | None = None) -> bytes:
+    """A JPEG (by default a baseline RGB one) whose first frame header claims another coding
+    process (0xC9: arithmetic-coded). libjpeg still decodes it, into noise, with warnings: a
+    stand-in for the real thing, which Pillow cannot write."""
+    data = bytearray(jpeg or image_bytes("JPEG", "RGB"))
     data[data.index(b"\xff\xc0") + 1] = marker
     return bytes(data)
 

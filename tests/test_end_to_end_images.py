@@ -47,6 +47,7 @@ BROKEN = {
 CONVERTED = {
     "triangle/palette.bmp": lambda: broken_images.image_bytes("BMP", "P", (40, 30)),
     "square/scan.tiff": lambda: broken_images.image_bytes("TIFF", "RGB", (33, 21)),
+    "circle/pages.tiff": lambda: broken_images.animated_bytes("TIFF", frames=4),  # its record: the first page
 }
 # Unusual but decoded natively by TensorFlow 2.21 (measured): stored byte for byte.
 PASSED_THROUGH = {
@@ -129,6 +130,10 @@ def test_every_source_is_a_record_a_skip_or_a_dead_letter(messy_folder, converte
     assert manifest.skipped_by_extension == {"(hidden)": len(HIDDEN), ".txt": len(SKIPPED)}
     assert manifest.counts.converted == len(CONVERTED)
     assert manifest.counts.reconciles()
+    [warning] = manifest.warnings
+    assert warning.startswith("1 source(s) have more than one frame or page") and warning.endswith(
+        f"(for example {messy_folder / 'circle/pages.tiff'}: 4 frames)"
+    )
     assert sum(s.records for s in manifest.splits.values()) == len(good)
 
 

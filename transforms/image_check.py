@@ -33,7 +33,9 @@ WebP       Still: 3 channels, or 4 with alpha. Animated WebP corrupts TF 2.21's 
 Others     TIFF, JPEG 2000, ICO, PPM, TGA, AVIF, ...: unknown to TF, re-encoded.
 
 Re-encoding keeps what the source has: lossy JPEGs become RGB (or grey) JPEG (quality 95 unless
-configured); all else becomes PNG, keeping grey, alpha, palettes and 16-bit depth.
+configured); all else becomes PNG, keeping grey, alpha, palettes and 16-bit depth. It keeps the
+first frame only, as decode_image(expand_animations=False) reads one stored as is (animated GIF,
+WebP, PNG; multi-page TIFF): `frames` says how many the source had, for the run to report.
 
 `Encoding.jpeg_only`, for readers that decode nothing but JPEG (`tf.image.decode_and_crop_jpeg` in
 the TPU reference ResNet): JPEGs TF decodes are still stored byte for byte (grey ones included,
@@ -126,6 +128,7 @@ class CheckedImage:
     width: int
     channels: int  # exactly what tf.io.decode_image(data, expand_animations=False) returns
     converted: bool  # True when data is a re-encoding
+    frames: int = 1  # of a re-encoded source, which data holds the first of (1 for one stored as is)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -375,7 +378,10 @@ def _reencode(im: Image.Image, lossy: bool, encoding: Encoding) -> CheckedImage:
             channels = _PNG_MODE_CHANNELS.get(mode) or (4 if "transparency" in out.info else 3)
         buffer = io.BytesIO()
         out.save(buffer, fmt, **options)
-    return CheckedImage(buffer.getvalue(), fmt.lower(), out.height, out.width, channels, True)
+    with _pillow_errors("decode", f"bad {im.format} data"):  # counting frames reads past the first
+        # An MPO's further images are other views or previews of its first (many camera JPEGs are MPO)
+        frames = 1 if im.format == "MPO" else getattr(im, "n_frames", 1)
+    return CheckedImage(buffer.getvalue(), fmt.lower(), out.height, out.width, channels, True, frames)
 
 
 def _rgb(im: Image.Image, alpha: str) -> Image.Image:

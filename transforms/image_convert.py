@@ -16,7 +16,7 @@ from pipeline.contract.layout import UNCOMPRESSED, is_remote
 from pipeline.local_files import open_regular
 from transforms.example_proto import MAX_EXAMPLE_BYTES, encode_example, image_features
 from transforms.image_check import BadImage, Encoding, check_image
-from transforms.outcomes import DeadLetter, Record, Source, Written
+from transforms.outcomes import DeadLetter, FirstFrame, Record, Source, Written
 from transforms.part_appender import PartAppender
 
 # Sources longer than this are not read (config image.max_file_mib). The default is above any image
@@ -94,7 +94,10 @@ class ImageConverter:
         piece = self._appender.append(part, outcome.data)
         if piece is None:
             return outcome, bytes_read
-        return Written(outcome.split, outcome.label, outcome.converted, len(outcome.data), part, piece), bytes_read
+        written = Written(
+            outcome.split, outcome.label, outcome.converted, len(outcome.data), part, piece, outcome.first_frame
+        )
+        return written, bytes_read
 
     def _record(self, source: Source) -> tuple[Record | DeadLetter, int]:
         s = self._settings
@@ -115,7 +118,8 @@ class ImageConverter:
             return DeadLetter(source.uri, e.stage, e.reason), len(data)
         features = image_features(s.keys, image, label_id + s.label_offset, source.label, source.uri, source.key)
         example = encode_example(features)
-        return Record(source.split, source.label, image.converted, example), len(data)
+        first_frame = FirstFrame(source.uri, image.frames) if image.frames > 1 else None
+        return Record(source.split, source.label, image.converted, example, first_frame), len(data)
 
     def release(self) -> None:
         """Closes the parts records were appended to."""

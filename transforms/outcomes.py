@@ -24,11 +24,20 @@ class Source(NamedTuple):
     split: str
 
 
+class FirstFrame(NamedTuple):
+    """A record re-encoded from the first of its source's frames or pages (animated GIF, WebP or
+    PNG; multi-page TIFF), which the run reports: the others are in no record."""
+
+    source: str
+    frames: int
+
+
 class Record(NamedTuple):
     split: str
     label: str
     converted: bool
     data: bytes  # serialised tf.train.Example
+    first_frame: FirstFrame | None = None
 
 
 class Written(NamedTuple):
@@ -41,6 +50,7 @@ class Written(NamedTuple):
     payload_bytes: int
     part: str
     piece: tuple
+    first_frame: FirstFrame | None = None
 
 
 class Skipped(NamedTuple):
@@ -69,6 +79,8 @@ class OutcomeSummary:
     bytes: dict[str, int] = dataclasses.field(default_factory=dict)  # payload bytes per split
     labels: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # split -> label -> records
     converted: int = 0  # records whose image was re-encoded
+    first_frames: int = 0  # ... from the first of several frames
+    first_frame_example: FirstFrame | None = None  # of those, the one of the first source by name
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # per extension
     errors: dict[str, int] = dataclasses.field(default_factory=dict)  # per stage
 
@@ -81,6 +93,8 @@ class OutcomeSummary:
             if outcome.label:
                 _add(self.labels.setdefault(outcome.split, {}), outcome.label)
             self.converted += outcome.converted
+            if outcome.first_frame:
+                self._add_first_frames(1, outcome.first_frame)
         elif isinstance(outcome, Skipped):
             _add(self.skipped, outcome.extension)
         else:
@@ -99,3 +113,22 @@ class OutcomeSummary:
             for label, n in labels.items():
                 _add(self.labels.setdefault(split, {}), label, n)
         self.converted += other.converted
+        if other.first_frames:
+            self._add_first_frames(other.first_frames, other.first_frame_example)
+
+    def _add_first_frames(self, n: int, example: FirstFrame) -> None:
+        self.first_frames += n
+        if self.first_frame_example is None or example.source < self.first_frame_example.source:
+            self.first_frame_example = example
+
+    def warnings(self) -> list[str]:
+        """What the manifest must tell readers about these outcomes."""
+        if not self.first_frames:
+            return []
+        example = self.first_frame_example
+        return [
+            f"{self.first_frames:,} source(s) have more than one frame or page (animated GIF, WebP or PNG; "
+            "multi-page TIFF) and were re-encoded: their records hold the first only, as "
+            "tf.io.decode_image(expand_animations=False) reads one stored as it is "
+            f"(for example {example.source}: {example.frames} frames)"
+        ]

@@ -33,6 +33,7 @@ class Variant(NamedTuple):
     # round differently), or None where they differ by design (16-bit scaling, GIF transparency,
     # a 32-bit BMP's 4th byte).
     tf_vs_pillow: str | None = "exact"
+    frames: int = 1  # pictures in the source (animations, pages; an MPO's second view and previews are not)
 
 
 V = Variant
@@ -56,7 +57,7 @@ VARIANTS = {
     "png 16-bit RGB": V(lambda: bi.crafted_png(2, 16), "as is", 3, None),
     "png 16-bit RGBA": V(lambda: bi.crafted_png(6, 16), "as is", 4, None),
     "png interlaced": V(lambda: bi.crafted_png(2, 8, interlace=True), "as is", 3),
-    "apng": V(lambda: bi.animated_bytes("PNG"), "as is", 3),
+    "apng": V(lambda: bi.animated_bytes("PNG"), "as is", 3, frames=3),
     # JPEG: Huffman-coded DCT in any colour space; CMYK/YCCK come out as 3 channels.
     "jpeg grey": V(lambda: bi.image_bytes("JPEG", "L"), "as is", 1, "close"),
     "jpeg RGB": V(lambda: bi.image_bytes("JPEG", "RGB"), "as is", 3, "close"),
@@ -72,12 +73,13 @@ VARIANTS = {
     "mpo": V(bi.mpo, "as is", 3, "close"),
     "jpeg lossless": V(bi.lossless_jpeg, "png", 3),
     "jpeg arithmetic-coded (stand-in)": V(bi.jpeg_relabelled, "jpeg", 3, "close"),
+    "mpo arithmetic-coded (stand-in)": V(lambda: bi.jpeg_relabelled(jpeg=bi.mpo()), "jpeg", 3, "close"),
     # GIF: frame 0 as 3 channels when TF's sizing and colour maps agree with Pillow's.
     "gif": V(lambda: bi.image_bytes("GIF", "P"), "as is", 3),
     "gif grey": V(lambda: bi.image_bytes("GIF", "L"), "as is", 3),
     "gif not interlaced": V(lambda: bi.image_bytes("GIF", "P", interlace=False), "as is", 3),
     "gif transparency": V(lambda: bi.image_bytes("GIF", "P", transparency=3), "as is", 3, None),
-    "gif animated": V(lambda: bi.animated_bytes("GIF", "P"), "as is", 3),
+    "gif animated": V(lambda: bi.animated_bytes("GIF", "P"), "as is", 3, frames=3),
     "gif frame larger than canvas": V(lambda: bi.gif_with_canvas(16, 12), "as is", 3),
     "gif canvas larger than frames": V(lambda: bi.gif_with_canvas(64, 48), "png", 3),
     "gif without colour map": V(bi.gif_without_colour_map, "png", 1),
@@ -99,7 +101,7 @@ VARIANTS = {
     "webp lossless": V(lambda: bi.image_bytes("WEBP", "RGB", lossless=True), "as is", 3),
     "webp alpha lossy": V(lambda: bi.image_bytes("WEBP", "RGBA"), "as is", 4, "close"),
     "webp alpha lossless": V(lambda: bi.image_bytes("WEBP", "RGBA", lossless=True), "as is", 4),
-    "webp animated": V(lambda: bi.animated_bytes("WEBP"), "png", 3),
+    "webp animated": V(lambda: bi.animated_bytes("WEBP"), "png", 3, frames=3),
     # Unknown to TF: PNG keeping grey, alpha, palette, 16 bits.
     "tiff RGB": V(lambda: bi.image_bytes("TIFF", "RGB"), "png", 3),
     "tiff grey": V(lambda: bi.image_bytes("TIFF", "L"), "png", 1),
@@ -111,7 +113,7 @@ VARIANTS = {
     "tiff 16-bit": V(lambda: bi.image_bytes("TIFF", "I;16"), "png", 1, None),
     "tiff 32-bit int": V(lambda: bi.image_bytes("TIFF", "I"), "png", 1, None),
     "tiff JPEG-compressed": V(lambda: bi.image_bytes("TIFF", "RGB", compression="jpeg"), "png", 3),
-    "tiff multi-page": V(lambda: bi.animated_bytes("TIFF"), "png", 3),
+    "tiff multi-page": V(lambda: bi.animated_bytes("TIFF"), "png", 3, frames=3),
     "jpeg 2000": V(lambda: bi.image_bytes("JPEG2000", "RGB"), "png", 3),
     "ico": V(lambda: bi.image_bytes("ICO", "RGBA", (48, 48)), "png", 4),
     "ppm": V(lambda: bi.image_bytes("PPM", "RGB"), "png", 3),
@@ -143,6 +145,8 @@ def test_variant(name):
     assert decoded.shape == (checked.height, checked.width, checked.channels)
     assert checked.channels == variant.channels
     assert (checked.width, checked.height) == header.size
+    # Re-encoding keeps the first frame: the run reports how many the source had.
+    assert checked.frames == (variant.frames if checked.converted else 1)
     if variant.stored == "as is":
         assert checked.data is source and not checked.converted
         assert checked.format == ("jpeg" if header.format == "MPO" else header.format.lower())
@@ -196,6 +200,7 @@ BROKEN = {
     "truncated webp": (lambda: bi.image_bytes("WEBP", "RGB")[:-200], "decode", "unreadable header"),
     "truncated bmp": (lambda: bi.image_bytes("BMP", "RGB")[:-200], "decode", "bad BMP data: image file is truncated"),
     "bomb png": (bi.bomb_png, "dimensions", "10,000,000,000 pixels; the limit is 10,000,000"),
+    "tiff with a lost page": (bi.tiff_with_a_lost_page, "decode", "bad TIFF data"),
     "tiff float": (lambda: bi.image_bytes("TIFF", "F"), "convert", "mode F has no lossless PNG form"),
     "tiff 32-bit, large values": (large_int_tiff, "convert", "outside 0..65535"),
 }

@@ -44,6 +44,7 @@ def test_every_variant_is_a_jpeg_the_tpu_reader_decodes(name):
         assert checked.channels == variant.channels
     else:
         assert checked.converted and checked.channels == 3
+    assert checked.frames == (variant.frames if checked.converted else 1)
     # What the writer records is what decode_image returns, and the TPU reader's decode works.
     assert tf.io.decode_image(checked.data, expand_animations=False).shape == (
         checked.height,
