@@ -70,18 +70,21 @@ class Holder:
 
 
 class Lease:
-    """The lease on `folder` for run `run`. `acquire` before any work; `release` at the end."""
+    """The lease on `folder` for run `run`. `acquire` before any work; `release` at the end, which
+    also removes the folders `acquire` made, if nothing else was written there."""
 
     def __init__(self, folder: str, run: str, seconds: int = LEASE_SECONDS):
         self.path, self.run, self.seconds = join(folder, LEASE_NAME), run, seconds
         self._token: str | None = None
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self._made: list[str] = []  # local folders the lease file's creation made
 
     def acquire(self) -> Holder | None:
         """Takes the lease; returns the stale holder it took over (None if it was free). Raises
         LeaseHeldError naming the holder when another live run has it."""
         mine = self._holder()
+        self._made = storage.missing_folders(self.path)
         self._token = storage.create_exclusive(self.path, mine.to_bytes())
         if self._token is not None:
             return None
@@ -138,6 +141,8 @@ class Lease:
             if self._token is not None and not storage.delete_if_unchanged(self.path, self._token):
                 _LOG.warning("%s was no longer ours at release", self.path)
             self._token = None
+            # A run refused after taking the lease leaves no empty output folder behind.
+            storage.remove_empty_folders(self._made)
 
     def __enter__(self) -> Lease:
         return self

@@ -249,6 +249,28 @@ def copy(source: str, destination: str) -> None:
     os.replace(temporary, destination)
 
 
+def missing_folders(path: str) -> list[str]:
+    """The folders above a local `path` that do not exist yet, nearest first: what writing it
+    creates (none on GCS, which has no folders)."""
+    if is_remote(path):
+        return []
+    missing, folder = [], os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    return missing
+
+
+def remove_empty_folders(folders: list[str]) -> None:
+    """Removes `folders` in order while each is empty: missing_folders' result, once the file
+    written there is gone."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty (or gone, or not ours to remove): the rest are above it
+            return
+
+
 # Conditional writes, for a lease that two processes must never both hold: a file is created only
 # if absent, and replaced or deleted only if nobody changed it since it was read (its `token`: the
 # object generation on GCS, a hash of the bytes locally, compared under an flock on the folder). Beam's

@@ -109,3 +109,24 @@ def test_a_ctrl_c_while_the_renewer_stops_still_releases(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         lease.release()
     assert storage.read_with_token(str(tmp_path / ".lease")) is None
+
+
+def test_the_folders_a_lease_made_go_with_it_unless_something_else_was_written(tmp_path):
+    """A run refused after taking its lease (a bad CSV header, no images) must not leave an empty
+    output folder behind; a folder that was there, or that holds anything, stays."""
+    made = Lease(str(tmp_path / "new" / "deeper" / "out"), "run-a")
+    made.acquire()
+    made.release()
+    assert list(tmp_path.iterdir()) == []
+
+    kept = Lease(str(tmp_path / "new" / "out"), "run-b")
+    kept.acquire()
+    (tmp_path / "new" / "out" / "manifest.rejected.json").write_text("{}")
+    kept.release()
+    assert [p.name for p in (tmp_path / "new" / "out").iterdir()] == ["manifest.rejected.json"]
+
+    (tmp_path / "there").mkdir()
+    there = Lease(str(tmp_path / "there"), "run-c")
+    there.acquire()
+    there.release()
+    assert (tmp_path / "there").is_dir()

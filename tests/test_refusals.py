@@ -218,7 +218,16 @@ def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, caplog):
         "a.csv: its header names column(s) ['a', 'b'] more than once; each column is the "
         "feature of its name, so all but one of them would be lost: rename them"
     )
-    assert not list((tmp_path / "out").iterdir())  # preflight made the folder; nothing was written
+    assert not (tmp_path / "out").exists()  # the lease made the folder, and took it away
+
+
+def test_a_run_refused_after_taking_its_lease_leaves_no_output_folder(tmp_path, caplog):
+    (tmp_path / "empty" / "circle").mkdir(parents=True)
+    output = tmp_path / "datasets" / "new"
+    assert main(["--input", str(tmp_path / "empty"), "--output", str(output)]) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert line.startswith("no images in class folders below")
+    assert not (tmp_path / "datasets").exists()
 
 
 def test_a_pattern_that_matches_only_hidden_csvs_is_refused_saying_so(tmp_path, caplog):
