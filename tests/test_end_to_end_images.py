@@ -9,6 +9,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import unicodedata
 import zlib
 
 import numpy as np
@@ -359,3 +360,22 @@ def test_image_csv_edited_during_the_run_is_reported_not_crashed(tmp_path):
     [letter] = [d for d in read_dead_letters(tmp_path / "ds") if "'test'" in d["reason"]]
     assert letter["stage"] == "parse" and "planned splits" in letter["reason"]
     assert any("accounted for 20 sources but 19 were listed" in p for p in failed.value.reasons())
+
+
+def test_class_folders_a_person_reads_as_one_stay_apart_with_a_warning(tmp_path, capsys):
+    """`café` copied from macOS (decomposed) beside `café` written elsewhere (composed): two
+    classes, as the file system says, and a warning that names both in the summary and manifest."""
+    composed, decomposed = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
+    for label in (composed, decomposed, "dog"):
+        (tmp_path / "photos" / label).mkdir(parents=True)
+        for path in sorted((SAMPLE / "images/circle").iterdir())[:2]:
+            shutil.copy(path, tmp_path / "photos" / label / path.name)
+    out = tmp_path / "ds"
+    assert main(["--input", str(tmp_path / "photos"), "--output", str(out)]) == 0
+    manifest = load_manifest(out)
+    assert manifest.label_map == (decomposed, composed, "dog")
+    assert manifest.warnings == (
+        "labels 'cafe\\u0301', 'caf\\xe9' differ only in case, Unicode form or spaces: each is a class of its own; "
+        "rename the folders or CSV labels to one spelling to merge them",
+    )
+    assert f"warning: {manifest.warnings[0]}" in capsys.readouterr().out

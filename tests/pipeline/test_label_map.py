@@ -1,0 +1,23 @@
+"""Labels a person reads as one, that the run keeps apart: each group is named in a warning."""
+
+import unicodedata
+
+from pipeline.label_map import alike_labels_warnings
+
+NFC, NFD = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
+
+
+def test_labels_differing_only_in_case_unicode_form_or_spaces_are_named_together():
+    labels = ["Cat", "cat", NFC, NFD, "dog", "dog ", "ｄｏｇ", "bird"]
+    assert alike_labels_warnings(labels) == [
+        "labels 'Cat', 'cat' differ only in case, Unicode form or spaces: each is a class of its own; rename the "
+        "folders or CSV labels to one spelling to merge them",
+        "labels 'cafe\\u0301', 'caf\\xe9' differ only in case, Unicode form or spaces: each is a class of its own; "
+        "rename the folders or CSV labels to one spelling to merge them",
+        "labels 'dog', 'dog ', '\\uff44\\uff4f\\uff47' differ only in case, Unicode form or spaces: each is a class "
+        "of its own; rename the folders or CSV labels to one spelling to merge them",
+    ]
+
+
+def test_distinct_labels_give_no_warning():
+    assert alike_labels_warnings(["cat", "cats", "dog", "hot dog", "hotdog", "0", "O", "l", "1"]) == []
