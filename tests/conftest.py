@@ -40,11 +40,24 @@ import re
 import uuid
 
 import pytest
+from apache_beam.options.pipeline_options import StandardOptions
 
 try:  # tests/ as plain rootdir-inserted directory (no __init__.py) ...
     from gcs_emulator import GcsEmulator
 except ImportError:  # ... or as a package.
     from tests.gcs_emulator import GcsEmulator
+
+
+@pytest.fixture(scope="session", autouse=True)
+def test_pipelines_run_on_the_fn_api_runner():
+    """Pipelines a test builds without naming a runner run on the FnApiRunner. Beam 2.77's default
+    DirectRunner first tries Prism: it downloads Prism's binary from GitHub where there is internet
+    (so the tests would run on another runner there), and where there is none it falls back to
+    the FnApiRunner, leaving an empty /tmp/beam-temp* folder per pipeline. The CLI's runs name
+    their runner (pipeline.runners), so this changes nothing they do."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(StandardOptions, "DEFAULT_RUNNER", "FnApiRunner")
+        yield
 
 
 def _reset_beam_gcp_credentials_cache():

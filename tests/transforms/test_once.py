@@ -5,9 +5,10 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipeline.runners import LEAN, PARALLEL
 from transforms.once import OnceWithAll
 
-RUNNERS = ["BundleBasedDirectRunner", "DirectRunner"]
+RUNNERS = [LEAN, PARALLEL]
 
 
 def _call(elements, tag):
