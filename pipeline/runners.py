@@ -28,7 +28,8 @@ limit above 0 have that thread:
   data server, which sends bundle input to the workers in multi_processing mode as well.
 * in_memory mode passes data in memory (InMemoryDataChannel, limit 0) and the
   BundleBasedDirectRunner has no data plane: neither has the thread. Hence an explicit --runner
-  DirectRunner/FnApiRunner gets direct_running_mode=in_memory unless told otherwise.
+  DirectRunner/FnApiRunner gets direct_running_mode=in_memory unless told otherwise (DirectRunner
+  runs as the FnApiRunner: Beam's would first fetch Prism from GitHub and run the job there).
 * Dataflow's Python SDK harness (and any portable runner's) reads the limit from the experiment
   `data_buffer_time_limit_ms=N`, default 0 (sdk_worker_main._get_data_buffer_time_limit_ms).
   pipeline_options refuses N > 0 on every runner (UnsafeOptionError), before anything runs.
@@ -224,15 +225,20 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0, lean_held_bytes
     direct = options.view_as(DirectOptions)
     if standard.runner is None:
         standard.runner = _log_local_runner(_workers_asked(beam_args, options), input_bytes, lean_held_bytes)
+    if standard.runner == "DirectRunner":
+        # Beam 2.77's DirectRunner first fetches Prism's binary from GitHub and runs the job there;
+        # offline it falls back to the FnApiRunner. It gets the FnApiRunner, online or not.
+        _LOG.info("--runner DirectRunner: the job runs on the FnApiRunner (Prism is not fetched)")
+        standard.runner = PARALLEL
     if standard.runner == LEAN:
         # Beam's type checks while the graph is built (and the element types they infer, of which
         # the lean runner only uses its grouping keys' coder: ours are ints and None) delay a
         # local run's first record (README, Performance); the same graph is type-checked on every
         # other runner, and in the tests of each transform.
         options.view_as(TypeOptions).pipeline_type_check = False
-    if standard.runner in (PARALLEL, "DirectRunner") and not _given(beam_args, "--direct_running_mode"):
+    if standard.runner == PARALLEL and not _given(beam_args, "--direct_running_mode"):
         direct.direct_running_mode = "in_memory"
-    if standard.runner in (PARALLEL, "DirectRunner") and direct.direct_running_mode == "multi_threading":
+    if standard.runner == PARALLEL and direct.direct_running_mode == "multi_threading":
         _LOG.warning(
             "direct_running_mode=multi_threading: Beam 2.77's data plane drops records in this mode; "
             "a run whose shards lose records is rejected (exit 1): in_memory is the safe mode"
@@ -414,12 +420,10 @@ def direct_runner_threads(result) -> list[threading.Thread]:
 
 def in_memory_workers(options: PipelineOptions) -> bool:
     """Whether the job's bundles run on the FnApiRunner's in-process workers (fn_api_worker_threads):
-    the parallel runner, or --runner DirectRunner (which runs a batch job on the FnApiRunner), in
-    direct_running_mode in_memory."""
+    the parallel runner (--runner DirectRunner included: pipeline_options) in direct_running_mode
+    in_memory."""
     direct = options.view_as(DirectOptions)
-    return options.view_as(StandardOptions).runner in (PARALLEL, "DirectRunner") and (
-        direct.direct_running_mode == "in_memory"
-    )
+    return options.view_as(StandardOptions).runner == PARALLEL and (direct.direct_running_mode == "in_memory")
 
 
 def fn_api_worker_threads() -> list[threading.Thread]:

@@ -135,6 +135,7 @@ def test_only_the_lean_runner_skips_beams_type_checks_while_building(flags, chec
 def test_explicit_runners_pass_through():
     explicit = pipeline_options(["--runner", "DirectRunner"])
     assert explicit.view_as(DirectOptions).direct_running_mode == "in_memory"  # never the lossy multi_threading
+    assert explicit.view_as(StandardOptions).runner == "FnApiRunner"  # what Beam's falls back to offline, never Prism
     chosen = pipeline_options(["--runner", "FnApiRunner", "--direct_running_mode", "multi_processing"])
     assert chosen.view_as(DirectOptions).direct_running_mode == "multi_processing"
     assert options_runner(["--runner", "DataflowRunner"], 10**15) == "DataflowRunner"
@@ -239,6 +240,20 @@ def test_multi_threading_is_warned_about(caplog):
     caplog.clear()
     pipeline_options(["--direct_num_workers", "2"])
     assert "drops records" not in caplog.text
+
+
+def test_an_explicit_direct_runner_runs_the_job_without_trying_prism(tmp_path):
+    """Beam 2.77's DirectRunner would start a Prism job server first (a /tmp/beam-temp* folder,
+    then a download from GitHub where there is internet): the job runs on the FnApiRunner."""
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    argv = ["--output", str(tmp_path / "ds"), "--runner", "DirectRunner", "--num_shards", "1"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", *argv], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "validation" in result.stdout and (tmp_path / "ds" / "manifest.json").exists()
+    assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("beam-temp")]
 
 
 def _options(*flags):
