@@ -27,6 +27,7 @@ planner's side too.
 from __future__ import annotations
 
 import csv
+import itertools
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
@@ -151,8 +152,10 @@ def image_csv_rows(
     """Each non-blank row of a CSV of image URIs as a CsvRow, or a DeadLetter saying why not.
 
     With a header naming `uri_column`, columns are found by name (label required, split optional).
-    Without one, the AutoML layout is assumed: `[split,]image_uri,label`. A split value must be
-    TRAIN/VALIDATION/TEST (or their short forms), UNASSIGNED/empty (hashed), or a configured split.
+    Without one, the AutoML layout of the first row is assumed: `[split,]image_uri,label`. A split
+    value must be TRAIN/VALIDATION/TEST (or their short forms), UNASSIGNED/empty (hashed), or a
+    configured split. A row with more fields than that (empty ones at its end aside) is a dead
+    letter: a multi-label or bounding-box row would lose all but its first label.
     """
     base_dir = storage.parent(csv_uri)
     known_splits = set(_AUTOML_SPLITS) | {name for name, _ in fractions}
@@ -172,11 +175,16 @@ def image_csv_rows(
                     header.index(uri_column),
                     header.index(label_column),
                 )
+                width, layout = len(header), f"the {len(header)} of the header"
                 continue
             positions = (0, 1, 2) if len(row) >= 3 else (None, 0, 1)
+            width = 3 if len(row) >= 3 else 2
+            layout = f"{'split,' if width == 3 else ''}image_uri,label, as in the first row (no header)"
         split_at, uri_at, label_at = positions
-        if len(row) <= max(p for p in positions if p is not None):
-            yield DeadLetter(where, "parse", f"expected a URI and a label, found {len(row)} field(s)")
+        fields = len(row) - len(list(itertools.takewhile(lambda cell: not cell.strip(), reversed(row))))
+        if fields > width or len(row) <= max(p for p in positions if p is not None):
+            more = " (a multi-label or bounding-box row? each image gets one label)" if fields > width else ""
+            yield DeadLetter(where, "parse", f"{fields} field(s) where rows have {layout}{more}")
             continue
         uri, label = row[uri_at].strip(), row[label_at].strip()
         if not uri or not label:

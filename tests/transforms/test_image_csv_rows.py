@@ -87,3 +87,29 @@ def test_images_that_do_not_exist_are_read_dead_letters(tmp_path):
     out = list(check_images_exist(str(tmp_path), sources))
     assert out[:2] == sources[:2]
     assert out[2] == DeadLetter(str(tmp_path / "gone.jpg"), "read", f"file not found: {tmp_path / 'gone.jpg'}")
+
+
+def test_a_row_with_more_fields_than_its_layout_is_a_dead_letter_not_a_first_label():
+    """AutoML's multi-label rows (`[set,]path,label1,label2,...`) and bounding-box rows would lose
+    all but their first label; empty fields at a row's end (spreadsheet exports) are no loss."""
+    out = parse(
+        [
+            "TRAIN,img/a.jpg,cat\n",  # 1: the layout, split,image_uri,label
+            "TRAIN,img/b.jpg,cat,dog\n",  # 2: multi-label
+            "TEST,img/c.jpg,cat,0.1,0.2,,,0.5,0.6,,\n",  # 3: a bounding box
+            "TRAIN,img/d.jpg,dog,,\n",  # 4: fine
+            "img/e.jpg,dog\n",  # 5: too few for the layout
+        ]
+    )
+    assert [type(o) for o in out] == [Source, DeadLetter, DeadLetter, Source, DeadLetter]
+    assert [o.reason for o in (out[1], out[2], out[4])] == [
+        "4 field(s) where rows have split,image_uri,label, as in the first row (no header) "
+        "(a multi-label or bounding-box row? each image gets one label)",
+        "9 field(s) where rows have split,image_uri,label, as in the first row (no header) "
+        "(a multi-label or bounding-box row? each image gets one label)",
+        "2 field(s) where rows have split,image_uri,label, as in the first row (no header)",
+    ]
+    named = parse(["image_uri,label,notes\n", "img/a.jpg,cat\n", "img/b.jpg,cat,ok,dog\n", "img/c.jpg\n"])
+    assert [type(o) for o in named] == [Source, DeadLetter, DeadLetter]
+    assert named[1].reason.startswith("4 field(s) where rows have the 3 of the header (a multi-label")
+    assert named[2].reason == "1 field(s) where rows have the 3 of the header"
