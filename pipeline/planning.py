@@ -198,6 +198,13 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     first, columns = _first_header(sorted(metadata, key=lambda m: m.path), pattern, named)
     if not columns:
         raise PlanError(f"{first} has no header line")
+    unnamed = [number for number, name in enumerate(columns, 1) if not name.strip()]
+    if unnamed:
+        raise PlanError(
+            f"{first}: its header leaves column(s) {unnamed} (counting from 1) without a name, which every column "
+            "needs as its feature's key (a pandas index, written by to_csv without index=False?): name them, or "
+            "write the files without them"
+        )
     repeated = sorted({name for name in columns if columns.count(name) > 1})
     if repeated:
         raise PlanError(

@@ -221,6 +221,19 @@ def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, caplog):
     assert not (tmp_path / "out").exists()  # the lease made the folder, and took it away
 
 
+def test_a_csv_header_with_a_column_without_a_name_is_refused(tmp_path, caplog):
+    """pandas' to_csv writes its index under an empty name: a feature keyed "" that no reader asked for."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text(",a, ,b\n0,1,2,3\n")
+    assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv"), "--output", str(tmp_path / "out")]) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert line.endswith(
+        "a.csv: its header leaves column(s) [1, 3] (counting from 1) without a name, which every column needs as its "
+        "feature's key (a pandas index, written by to_csv without index=False?): name them, or write the files "
+        "without them"
+    )
+
+
 def test_a_run_refused_after_taking_its_lease_leaves_no_output_folder(tmp_path, caplog):
     (tmp_path / "empty" / "circle").mkdir(parents=True)
     output = tmp_path / "datasets" / "new"
