@@ -236,7 +236,7 @@ def _first_header(metadata, pattern: str, unlisted: list[str]) -> tuple[str, tup
             return m.path, read_header(m.path)
         except NotARegularFile as e:
             passed_over.append(f"{m.path}: {e}")
-        except (OSError, EOFError, zlib.error, csv.Error, UnicodeDecodeError) as e:
+        except (OSError, EOFError, zlib.error, csv.Error, ValueError) as e:
             raise PlanError(f"{m.path}: cannot read its header, which names the dataset's columns: {e}") from e
     more = f" and {len(passed_over) - 3} more" if len(passed_over) > 3 else ""
     raise PlanError(f"no regular file matches {pattern} ({'; '.join(passed_over[:3])}{more})")

@@ -216,8 +216,9 @@ def open_text(uri: str, errors: str = "strict") -> io.TextIOWrapper:
 
 
 def text_lines(uri: str) -> Iterator[str]:
-    """The lines of a text file (plain or .gz), with their line ends."""
-    with open_text(uri) as text:
+    """The lines of a text file (plain or .gz), with their line ends; bytes that are not UTF-8
+    as surrogates (errors="surrogateescape": transforms.sources.not_utf8 finds them)."""
+    with open_text(uri, errors="surrogateescape") as text:
         yield from text
 
 

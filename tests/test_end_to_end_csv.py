@@ -297,3 +297,21 @@ def test_a_row_with_a_long_text_is_written_whole(tmp_path):
     assert (manifest.counts.written, manifest.counts.errors) == (3, 0)
     texts = {r["id"]: r["text"] for split in manifest.splits for r in read_split(out, split)}
     assert texts == {1: b"short", 2: article.encode(), 3: b"short too"}
+
+
+def test_a_byte_that_is_not_utf8_near_the_header_costs_its_row_not_the_run(tmp_path, caplog):
+    """The header was decoded with the text read along with it, so a Latin-1 byte in an early row
+    refused the whole run as an unreadable header; in a later row it was that row's dead letter."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "t.csv").write_bytes(b"id,name\n1,caf\xe9\n" + b"".join(b"%d,ok\n" % i for i in range(2, 200)))
+    out = tmp_path / "out"
+    assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv"), "--output", str(out)]) == 0
+    manifest = load_manifest(out)
+    assert (manifest.counts.written, manifest.counts.errors) == (198, 1)
+    [letter] = read_dead_letters(out)
+    assert (letter["source"], letter["stage"], letter["reason"]) == (f"{tmp_path}/in/t.csv:2", "parse", "invalid UTF-8")
+    (tmp_path / "in" / "t.csv").write_bytes(b"id,caf\xe9\n1,a\n")  # the header itself: refused, naming it
+    assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv"), "--output", str(tmp_path / "o2")]) == 2
+    assert "t.csv: cannot read its header, which names the dataset's columns: its header is not UTF-8 text" in (
+        caplog.text
+    )

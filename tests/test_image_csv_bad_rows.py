@@ -1,5 +1,6 @@
 """End to end: rows of an image CSV that cannot become records (unsupported URI schemes, buckets
-that do not exist, missing images, duplicates, conflicts, unknown splits, a BOM) are dead letters
+that do not exist, missing images, duplicates, conflicts, unknown splits, more than one label,
+bytes that are not UTF-8; a BOM is no problem) are dead letters
 with reasons, the run's accounting adds up, and planning does not crash."""
 
 from __future__ import annotations
@@ -41,17 +42,20 @@ def test_bad_rows_of_an_image_csv_are_dead_letters(tmp_path):
         f"HOLDOUT,{c},square",  # 8: unknown split
         f"VALIDATION,{d},square",  # 9: written
         "TRAIN,images/square/missing.jpg,square",  # 10: file not found
+        f"TRAIN,{c},circle,square",  # 11: multi-label: one label per image
+        f"TRAIN,{c},caf@",  # 12: a Latin-1 byte (below): invalid UTF-8
     ]
     # A BOM before the header, as Excel's "CSV UTF-8" writes it.
-    (tmp_path / "labels.csv").write_text("\ufeff" + "\n".join(rows) + "\n", encoding="utf-8")
+    text = ("\ufeff" + "\n".join(rows) + "\n").encode("utf-8")
+    (tmp_path / "labels.csv").write_bytes(text.replace(b"caf@", b"caf\xe9"))
     out = tmp_path / "ds"
     args = ["--kind", "image_csv", "--input", str(tmp_path / "labels.csv"), "--output", str(out)]
     assert main([*args, "--max_error_fraction", "0.9"]) == 0
 
     manifest = load_manifest(out)
     c_ = manifest.counts
-    assert (c_.listed, c_.written, c_.skipped, c_.errors) == (9, 2, 0, 7)
-    assert manifest.errors_by_stage == {"parse": 3, "duplicate": 1, "conflict": 2, "read": 1}
+    assert (c_.listed, c_.written, c_.skipped, c_.errors) == (11, 2, 0, 9)
+    assert manifest.errors_by_stage == {"parse": 5, "duplicate": 1, "conflict": 2, "read": 1}
     letters = read_dead_letters(out)
     by_line = _by_line(letters)
     assert "unsupported URI scheme 'http://'" in by_line[3]["reason"]
@@ -60,6 +64,8 @@ def test_bad_rows_of_an_image_csv_are_dead_letters(tmp_path):
     assert by_line[6]["stage"] == "conflict" and "line 7" in by_line[6]["reason"]
     assert by_line[7]["stage"] == "conflict" and "line 6" in by_line[7]["reason"]
     assert "unknown split 'HOLDOUT'" in by_line[8]["reason"]
+    assert "(a multi-label or bounding-box row? each image gets one label)" in by_line[11]["reason"]
+    assert by_line[12]["reason"] == "invalid UTF-8"
     [missing] = [x for x in letters if x["stage"] == "read"]
     assert missing["source"] == str(tmp_path / "images/square/missing.jpg")
     assert missing["reason"].startswith("file not found")

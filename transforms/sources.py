@@ -181,6 +181,9 @@ def image_csv_rows(
             width = 3 if len(row) >= 3 else 2
             layout = f"{'split,' if width == 3 else ''}image_uri,label, as in the first row (no header)"
         split_at, uri_at, label_at = positions
+        if not_utf8(row):
+            yield DeadLetter(where, "parse", "invalid UTF-8")
+            continue
         fields = len(row) - len(list(itertools.takewhile(lambda cell: not cell.strip(), reversed(row))))
         if fields > width or len(row) <= max(p for p in positions if p is not None):
             more = " (a multi-label or bounding-box row? each image gets one label)" if fields > width else ""
@@ -208,6 +211,12 @@ def image_csv_rows(
             )
             continue
         yield CsvRow(where, reader.line_num, Source(resolve_uri(base_dir, uri), uri, label, split))
+
+
+def not_utf8(cells: Iterable[str]) -> bool:
+    """Whether CSV cells read with errors="surrogateescape" (storage.open_text) held bytes that are
+    not UTF-8: their row is a dead letter, not the end of the run."""
+    return any("\udc80" <= ch <= "\udcff" for cell in cells for ch in cell)
 
 
 def strip_bom(lines: Iterable[str]) -> Iterator[str]:

@@ -40,7 +40,7 @@ from transforms import stopping
 from transforms.counting import counter
 from transforms.example_proto import ExampleTooLarge, encode_example
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Record, Skipped
-from transforms.sources import HIDDEN, is_hidden, printable_path, relative_key, strip_bom
+from transforms.sources import HIDDEN, is_hidden, not_utf8, printable_path, relative_key, strip_bom
 from transforms.splits import assign_split
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
@@ -145,9 +145,14 @@ def parse_value(value: str, dtype: str):
 
 
 def read_header(uri: str) -> tuple[str, ...]:
-    """The first line of a CSV file, as column names (a UTF-8 BOM before it is not part of them)."""
-    with storage.open_text(uri) as text:
-        return tuple(next(csv.reader(strip_bom(text)), ()))
+    """The first line of a CSV file, as column names (a UTF-8 BOM before it is not part of them);
+    ValueError when that line is not UTF-8. A bad byte in a later row is that row's dead letter
+    (ReadCsvRows), so the header is decoded alone, not with the text read along with it."""
+    with storage.open_text(uri, errors="surrogateescape") as text:
+        header = tuple(next(csv.reader(strip_bom(text)), ()))
+    if not_utf8(header):
+        raise ValueError(f"its header is not UTF-8 text: {list(header)!r}")
+    return header
 
 
 def _whole_file_error(listed, errors, letter: DeadLetter) -> beam.pvalue.TaggedOutput:
@@ -273,7 +278,7 @@ class ReadCsvRows(beam.DoFn):
 def _row_problem(row, width):
     if len(row) != width:
         return f"expected {width} fields, found {len(row)}"
-    if any("\udc80" <= ch <= "\udcff" for cell in row for ch in cell):
+    if not_utf8(row):
         return "invalid UTF-8"
     return None
 
