@@ -165,6 +165,8 @@ def image_csv_rows(
         where = f"{csv_uri}:{reader.line_num}"
         if not row or not any(cell.strip() for cell in row):
             continue
+        # Empty fields at a row's end are no data (spreadsheet exports pad rows with them).
+        fields = len(row) - len(list(itertools.takewhile(lambda cell: not cell.strip(), reversed(row))))
         if positions is None:
             header = [cell.strip() for cell in row]
             if uri_column in header:
@@ -177,14 +179,13 @@ def image_csv_rows(
                 )
                 width, layout = len(header), f"the {len(header)} of the header"
                 continue
-            positions = (0, 1, 2) if len(row) >= 3 else (None, 0, 1)
-            width = 3 if len(row) >= 3 else 2
+            width = 3 if fields >= 3 else 2
+            positions = (0, 1, 2) if width == 3 else (None, 0, 1)
             layout = f"{'split,' if width == 3 else ''}image_uri,label, as in the first row (no header)"
         split_at, uri_at, label_at = positions
         if not_utf8(row):
             yield DeadLetter(where, "parse", "invalid UTF-8")
             continue
-        fields = len(row) - len(list(itertools.takewhile(lambda cell: not cell.strip(), reversed(row))))
         if fields > width or len(row) <= max(p for p in positions if p is not None):
             more = " (a multi-label or bounding-box row? each image gets one label)" if fields > width else ""
             yield DeadLetter(where, "parse", f"{fields} field(s) where rows have {layout}{more}")

@@ -109,6 +109,9 @@ def test_a_row_with_more_fields_than_its_layout_is_a_dead_letter_not_a_first_lab
         "(a multi-label or bounding-box row? each image gets one label)",
         "2 field(s) where rows have split,image_uri,label, as in the first row (no header)",
     ]
+    padded = parse(["img/a.jpg,cat,,\n", "img/b.jpg,dog,\n", "img/c.jpg,dog,x\n"])  # a padded first row: uri,label
+    assert [type(o) for o in padded] == [Source, Source, DeadLetter]
+    assert padded[2].reason.startswith("3 field(s) where rows have image_uri,label, as in the first row")
     named = parse(["image_uri,label,notes\n", "img/a.jpg,cat\n", "img/b.jpg,cat,ok,dog\n", "img/c.jpg\n"])
     assert [type(o) for o in named] == [Source, DeadLetter, DeadLetter]
     assert named[1].reason.startswith("4 field(s) where rows have the 3 of the header (a multi-label")
