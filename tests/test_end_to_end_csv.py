@@ -315,3 +315,30 @@ def test_a_byte_that_is_not_utf8_near_the_header_costs_its_row_not_the_run(tmp_p
     assert "t.csv: cannot read its header, which names the dataset's columns: its header is not UTF-8 text" in (
         caplog.text
     )
+
+
+def test_a_spreadsheet_export_pads_rows_without_adding_records_or_columns(tmp_path):
+    """Spreadsheets export trailing empty fields, and rows of nothing but commas below the data:
+    those rows became records with no features (every value a reader's default), and a padded
+    header a column named ""."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "sheet.csv").write_text("id,name,,\n1,ann,,\n2,bob\n3,cy,,late\n,,,\n , ,,\n,,,\n")
+    out = tmp_path / "out"
+    argv = [
+        "--kind",
+        "csv",
+        "--input",
+        str(tmp_path / "in" / "*.csv"),
+        "--output",
+        str(out),
+        "--max_error_fraction",
+        "0.5",
+    ]
+    assert main(argv) == 0
+    manifest = load_manifest(out)
+    assert sorted(manifest.features) == ["id", "name"]
+    assert (manifest.counts.listed, manifest.counts.written, manifest.counts.errors) == (3, 2, 1)
+    records = sorted((r["id"], r["name"]) for split in manifest.splits for r in read_split(out, split))
+    assert records == [(1, b"ann"), (2, b"bob")]
+    [letter] = read_dead_letters(out)
+    assert (letter["source"].endswith("sheet.csv:4"), letter["reason"]) == (True, "expected 2 fields, found 4")

@@ -27,7 +27,6 @@ planner's side too.
 from __future__ import annotations
 
 import csv
-import itertools
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
@@ -165,8 +164,7 @@ def image_csv_rows(
         where = f"{csv_uri}:{reader.line_num}"
         if not row or not any(cell.strip() for cell in row):
             continue
-        # Empty fields at a row's end are no data (spreadsheet exports pad rows with them).
-        fields = len(row) - len(list(itertools.takewhile(lambda cell: not cell.strip(), reversed(row))))
+        fields = len(without_padding(row))
         if positions is None:
             header = [cell.strip() for cell in row]
             if uri_column in header:
@@ -212,6 +210,14 @@ def image_csv_rows(
             )
             continue
         yield CsvRow(where, reader.line_num, Source(resolve_uri(base_dir, uri), uri, label, split))
+
+
+def without_padding(row: list[str]) -> list[str]:
+    """A CSV row without the empty fields at its end: no data (spreadsheet exports pad rows with them)."""
+    end = len(row)
+    while end and not row[end - 1].strip():
+        end -= 1
+    return row[:end]
 
 
 def not_utf8(cells: Iterable[str]) -> bool:

@@ -40,7 +40,7 @@ from transforms import stopping
 from transforms.counting import counter
 from transforms.example_proto import ExampleTooLarge, encode_example
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Record, Skipped
-from transforms.sources import HIDDEN, is_hidden, not_utf8, printable_path, relative_key, strip_bom
+from transforms.sources import HIDDEN, is_hidden, not_utf8, printable_path, relative_key, strip_bom, without_padding
 from transforms.splits import assign_split
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
@@ -149,7 +149,7 @@ def read_header(uri: str) -> tuple[str, ...]:
     ValueError when that line is not UTF-8. A bad byte in a later row is that row's dead letter
     (ReadCsvRows), so the header is decoded alone, not with the text read along with it."""
     with storage.open_text(uri, errors="surrogateescape") as text:
-        header = tuple(next(csv.reader(strip_bom(text)), ()))
+        header = tuple(without_padding(next(csv.reader(strip_bom(text)), [])))
     if not_utf8(header):
         raise ValueError(f"its header is not UTF-8 text: {list(header)!r}")
     return header
@@ -229,7 +229,7 @@ class ReadCsvRows(beam.DoFn):
             ) from e
 
     def _rows(self, path, key, reader):
-        header = tuple(next(reader, ()))
+        header = tuple(without_padding(next(reader, [])))
         if header != self._columns:
             yield from self._other_header(path, header, reader)
             return
@@ -245,8 +245,8 @@ class ReadCsvRows(beam.DoFn):
                     DEAD_LETTERS, DeadLetter(f"{path}:{reader.line_num}", "parse", f"malformed CSV: {e}")
                 )
                 continue
-            if not row:
-                continue  # blank line: not a source
+            if not any(cell.strip() for cell in row):
+                continue  # a blank line, or one of empty fields: no data, not a source
             self._listed.inc()
             where = f"{path}:{reader.line_num}"
             problem = _row_problem(row, len(self._columns))
@@ -254,7 +254,8 @@ class ReadCsvRows(beam.DoFn):
                 self._errors.inc()
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(where, "parse", problem))
                 continue
-            yield Row(where, assign_split(f"{key}:{reader.line_num}", self._fractions), tuple(row))
+            values = tuple(row[: len(self._columns)])  # without padding past the last column
+            yield Row(where, assign_split(f"{key}:{reader.line_num}", self._fractions), values)
 
     def _other_header(self, path, header, reader):
         """Every row of a file with another header is a dead letter: they are not records."""
@@ -276,8 +277,8 @@ class ReadCsvRows(beam.DoFn):
 
 
 def _row_problem(row, width):
-    if len(row) != width:
-        return f"expected {width} fields, found {len(row)}"
+    if len(row) < width or len(without_padding(row)) > width:
+        return f"expected {width} fields, found {len(without_padding(row)) if len(row) > width else len(row)}"
     if not_utf8(row):
         return "invalid UTF-8"
     return None
