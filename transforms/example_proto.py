@@ -32,7 +32,7 @@ _MAX_VARINT = 10  # a negative int64
 
 
 class ExampleTooLarge(ValueError):
-    """A serialised Example longer than MAX_EXAMPLE_BYTES: its source must be a dead letter."""
+    """An Example that could be longer than MAX_EXAMPLE_BYTES (size_bound): its source must be a dead letter."""
 
 
 _F = descriptor_pb2.FieldDescriptorProto
