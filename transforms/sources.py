@@ -118,10 +118,15 @@ def classify_listed(
 
 
 def resolve_uri(base_dir: str, uri: str) -> str:
-    """URIs in a CSV are absolute (gs://..., /...) or relative to the CSV's folder."""
-    if "://" in uri or uri.startswith("/"):
+    """URIs in a CSV are absolute (gs://..., /...) or relative to the CSV's folder. Paths are
+    normalised (`./`, `a//b`, `a/../b`), so that one image written two ways is one source, its
+    rows duplicates or a conflict, never two records; a gs:// URI is taken as written, since
+    `a//b` and `a/b` name two objects there."""
+    if "://" in uri:
         return uri
-    return join(base_dir, uri)
+    if "://" in base_dir and not uri.startswith("/"):
+        return join(base_dir, posixpath.normpath(uri))
+    return posixpath.normpath(uri if uri.startswith("/") else join(base_dir, uri))
 
 
 class CsvRow(NamedTuple):

@@ -116,3 +116,16 @@ def test_a_row_with_more_fields_than_its_layout_is_a_dead_letter_not_a_first_lab
     assert [type(o) for o in named] == [Source, DeadLetter, DeadLetter]
     assert named[1].reason.startswith("4 field(s) where rows have the 3 of the header (a multi-label")
     assert named[2].reason == "1 field(s) where rows have the 3 of the header"
+
+
+def test_one_image_written_two_ways_is_one_source():
+    """`./img/a.jpg`, `img//a.jpg` and the absolute path name one file: two records of it would
+    weigh it twice, and put it in both splits when the rows disagree."""
+    spellings = ["img/a.jpg", "./img/a.jpg", "img//a.jpg", "/d/img/a.jpg", "other/../img/a.jpg"]
+    out = parse(["split,image_uri,label\n"] + [f"TRAIN,{uri},cat\n" for uri in spellings])
+    assert out[0] == Source("/d/img/a.jpg", "img/a.jpg", "cat", "train")
+    assert [(o.stage, o.reason) for o in out[1:]] == [
+        ("duplicate", f"duplicate row of line 2 ({uri})") for uri in spellings[1:]
+    ]
+    on_gcs = parse(["./img/a.jpg,cat\n", "gs://b/d//img/a.jpg,cat\n"], csv_uri="gs://b/d/labels.csv")
+    assert [o.uri for o in on_gcs] == ["gs://b/d/img/a.jpg", "gs://b/d//img/a.jpg"]  # objects are named as written
