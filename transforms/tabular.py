@@ -377,6 +377,8 @@ class InferSchema(beam.CombineFn):
 def column_warnings(column: str, found: ColumnType) -> list[str]:
     """What a user of the data is told of a column (the manifest's warnings)."""
     warnings = []
+    if column != column.strip():
+        warnings.append(spaced_name_warning(column))
     if found.stray_text:
         warnings.append(stray_text_warning(column, found.stray_text))
     if found.leading_zeros:
@@ -384,6 +386,14 @@ def column_warnings(column: str, found: ColumnType) -> list[str]:
     if found.float32_moved:
         warnings.append(float32_warning(column, found.float32_moved))
     return warnings
+
+
+def spaced_name_warning(column: str) -> str:
+    return (
+        f"column {column!r} has spaces around its name, which its feature key keeps (fields separated by ', '?); "
+        "values written so keep theirs too: integers among them are read as float32, text keeps the space; "
+        "write the file without the spaces, or read the key as it is"
+    )
 
 
 def _some(noted: NotedValues, have: str, has: str) -> str:
