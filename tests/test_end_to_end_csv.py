@@ -342,3 +342,21 @@ def test_a_spreadsheet_export_pads_rows_without_adding_records_or_columns(tmp_pa
     assert records == [(1, b"ann"), (2, b"bob")]
     [letter] = read_dead_letters(out)
     assert (letter["source"].endswith("sheet.csv:4"), letter["reason"]) == (True, "expected 2 fields, found 4")
+
+
+def test_a_csv_written_with_comma_space_keeps_its_numbers_and_says_what_keeps_spaces(tmp_path):
+    """`id, n, name`: the integers of ` n` were float32 (float() takes spaces, the int64 check did
+    not), and nothing said that the keys and the text keep their spaces."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "t.csv").write_text("id, n, name\n1, 2, ann\n3, 40, bob\n")
+    out = tmp_path / "out"
+    assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv"), "--output", str(out)]) == 0
+    manifest = load_manifest(out)
+    assert {name: spec.dtype for name, spec in manifest.features.items()} == {
+        "id": "int64",
+        " n": "int64",
+        " name": "string",
+    }
+    assert [w.split(" has spaces")[0] for w in manifest.warnings] == ["column ' n'", "column ' name'"]
+    records = sorted((r["id"], r[" n"], r[" name"]) for split in manifest.splits for r in read_split(out, split))
+    assert records == [(1, 2, b" ann"), (3, 40, b" bob")]

@@ -91,7 +91,10 @@ class Row(NamedTuple):
 
 
 def is_int64(value: str) -> bool:
-    return bool(_INT.match(value)) and _INT64_MIN <= int(value) <= _INT64_MAX
+    """Spaces around the digits allowed, as float() (is_float) and int() allow them: `1, 2` from a
+    CSV written with ', ' between fields is two integers, not two float32s."""
+    digits = value.strip()
+    return bool(_INT.match(digits)) and _INT64_MIN <= int(digits) <= _INT64_MAX
 
 
 def is_float(value: str) -> bool:
@@ -300,7 +303,7 @@ class _Tally:
 
     def count_number(self, source: str, value: str) -> None:
         self.numbers += 1
-        if _LEADING_ZERO.match(value):
+        if _LEADING_ZERO.match(value.lstrip()):
             self.leading_zeros += 1
             self.least_leading_zero = _least(self.least_leading_zero, (source, value))
         # Written in fewer than 8 characters without an exponent, a number is below FLOAT32_EXACT.
@@ -391,8 +394,8 @@ def column_warnings(column: str, found: ColumnType) -> list[str]:
 def spaced_name_warning(column: str) -> str:
     return (
         f"column {column!r} has spaces around its name, which its feature key keeps (fields separated by ', '?); "
-        "values written so keep theirs too: integers among them are read as float32, text keeps the space; "
-        "write the file without the spaces, or read the key as it is"
+        "text values written so keep theirs too (numbers do not); write the file without the spaces, or read "
+        "the key as it is"
     )
 
 

@@ -41,7 +41,9 @@ def rows(*values):
         ("9223372036854775807", True),
         ("9223372036854775808", False),
         ("", False),
-        (" 1", False),
+        (" 1", True),  # as float() takes " 1.5": `1, 2` from a CSV written with ", " between fields
+        ("7 ", True),
+        ("1 2", False),
     ],
 )
 def test_is_int64(value, expected):
@@ -189,8 +191,8 @@ def test_a_column_has_a_warning_for_each_thing_noted():
     stray = ColumnType("string", 0, NotedValues(1, 9, "f.csv:3", "n/a"))
     assert [w.split(":")[0] for w in column_warnings("a", stray)] == ["column 'a' is stored as strings"]
     assert column_warnings("a", ColumnType("int64", 2)) == []
-    [spaced] = column_warnings(" score", ColumnType("float32", 0))  # `id, score` then `1, 2`: float32
-    assert spaced.startswith("column ' score' has spaces around its name, which its feature key keeps")
+    [spaced] = column_warnings(" name", ColumnType("string", 0))  # `id, name` then `1, ann`: " ann"
+    assert spaced.startswith("column ' name' has spaces around its name, which its feature key keeps")
 
 
 @pytest.mark.parametrize(
