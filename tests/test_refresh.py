@@ -20,7 +20,7 @@ from pipeline.planning import make_plan
 from pipeline.storage import read_text
 from pipeline.version_store import VersionPublication, apply_retention, version_states
 from tests import broken_images
-from tests.dataset_reader import read_split
+from tests.dataset_reader import load_manifest, read_split
 from transforms.splits import assign_split
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample" / "images"
@@ -362,3 +362,24 @@ def test_two_refreshes_started_together_one_refuses(tmp_path, caplog, capsys):
     ]
     assert main(argv) == 0 and "nothing changed" in capsys.readouterr().out
     assert len({new_version() for _ in range(1000)}) > 1
+
+
+def test_a_new_class_keeps_every_earlier_class_id(store, tmp_path):
+    """`apple` sorts before every class of version 1: a sorted label map would have moved every
+    id by one, and a model trained on version 1 would read version 2's records with wrong classes."""
+    seed_input(store)
+    assert refresh(store) == 0
+    v1 = latest(store)
+    add_source(store, "apple/new.jpg")
+    assert refresh(store) == 0
+    v2 = latest(store)
+    first, second = (load_manifest(store.download(f"root/{v}", tmp_path / f"m-{v}")) for v in (v1, v2))
+    assert first.label_map == ("circle", "square", "triangle")
+    assert second.label_map == ("circle", "square", "triangle", "apple")
+    folder = store.download(f"root/{v2}", tmp_path / f"dl-{v2}")
+    ids = {
+        record["image/class/text"].decode(): record["image/class/label"]
+        for split in ("train", "validation")
+        for record in read_split(folder, split)
+    }
+    assert ids == {"circle": 0, "square": 1, "triangle": 2, "apple": 3}

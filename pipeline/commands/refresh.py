@@ -17,12 +17,14 @@ failures the refresh deletes its version folder (keeping only the error report a
 manifest, when there are). One refresh per ROOT at a time (ROOT/.lease: pipeline.lease); it
 deletes version folders left without any manifest by runs that died. Splits do not move between
 versions: a source's split is a hash of its path below SRC (transforms.splits), whatever else was
-added.
+added. Nor do label ids: a new version keeps the previous one's, new labels after them
+(pipeline.label_map.kept_ids).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import time
@@ -34,10 +36,11 @@ from pipeline import storage
 from pipeline.build import converting_processes
 from pipeline.config import Config, ConfigError, load_config, to_dict
 from pipeline.contract.layout import join
-from pipeline.contract.manifest import ManifestError, read_manifest
+from pipeline.contract.manifest import Manifest, ManifestError, read_manifest
 from pipeline.contract.versions import LatestPointerError, new_version
 from pipeline.flags import REFRESH_FLAGS, command_name, config_overrides, make_parser, parse_command_line
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
+from pipeline.label_map import kept_ids
 from pipeline.lease import Lease, LeaseHeldError
 from pipeline.planning import Plan, PlanError, make_plan
 from pipeline.preflight import PreflightError, check_input, check_output, take_lease
@@ -72,13 +75,19 @@ def _settings(options: dict) -> str:
     return json.dumps({k: v for k, v in options.items() if k not in _NOT_SETTINGS}, sort_keys=True, default=str)
 
 
-def unchanged_since(root: str, version: str, plan: Plan, config: Config) -> str | None:
-    """Why no new version is needed (a message), or None when one is."""
+def previous_manifest(root: str, version: str | None) -> Manifest | None:
+    """The manifest of the version LATEST names; None when there is none, or it cannot be read."""
+    if version is None:
+        return None
     try:
-        previous = read_manifest(join(root, version), storage.read_text)
+        return read_manifest(join(root, version), storage.read_text)
     except ManifestError as e:  # missing or unreadable: LATEST names a version we cannot compare with
         _LOG.warning("cannot use the manifest of the version LATEST names (%s): refreshing", e)
         return None
+
+
+def unchanged_since(root: str, version: str, previous: Manifest, plan: Plan, config: Config) -> str | None:
+    """Why no new version is needed (a message), or None when one is."""
     if previous.listing is None or previous.listing.fingerprint != plan.listing.fingerprint:
         return None
     if _settings(previous.options) != _settings(json.loads(json.dumps(to_dict(config), default=str))):
@@ -89,6 +98,20 @@ def unchanged_since(root: str, version: str, plan: Plan, config: Config) -> str 
         f"{plan.listing.fingerprint[:12]}) and the settings are those of version {version} "
         f"({root}/LATEST); no new version written"
     )
+
+
+def with_previous_ids(plan: Plan, previous: Manifest | None) -> Plan:
+    """The plan with the label ids of the previous version of the same kind (label_map.kept_ids)."""
+    if previous is None or previous.kind != plan.kind or not previous.label_map:
+        return plan
+    label_map = kept_ids(previous.label_map, plan.label_map)
+    if label_map != plan.label_map:
+        _LOG.info(
+            "label ids kept from the previous version; new labels after them: %s; labels without sources now: %s",
+            sorted(set(plan.label_map) - set(previous.label_map)),
+            sorted(set(previous.label_map) - set(plan.label_map)),
+        )
+    return dataclasses.replace(plan, label_map=label_map)
 
 
 def _report_unchanged(message: str) -> None:
@@ -166,13 +189,15 @@ def _refresh(beam_args: list[str], config: Config, publication: VersionPublicati
         config = config.model_copy(update={"output": publication.folder, "overwrite": False})
         plan = make_plan(config, hand_over=runs_here(beam_args))
         previous = latest_version(root)
-        message = unchanged_since(root, previous, plan, config) if previous else None
+        manifest = previous_manifest(root, previous)
+        message = unchanged_since(root, previous, manifest, plan, config) if manifest else None
         if message:
             print(message)
             if stages_only(pipeline_options(beam_args)):
                 _stage_unchanged_job(beam_args, message)
             return 0
         remove_unfinished_versions(root)
+        plan = with_previous_ids(plan, manifest)
     except (PlanError, LatestPointerError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED

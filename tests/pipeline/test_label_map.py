@@ -2,7 +2,7 @@
 
 import unicodedata
 
-from pipeline.label_map import alike_labels_warnings
+from pipeline.label_map import alike_labels_warnings, kept_ids
 
 NFC, NFD = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
 
@@ -21,3 +21,9 @@ def test_labels_differing_only_in_case_unicode_form_or_spaces_are_named_together
 
 def test_distinct_labels_give_no_warning():
     assert alike_labels_warnings(["cat", "cats", "dog", "hot dog", "hotdog", "0", "O", "l", "1"]) == []
+
+
+def test_a_new_version_keeps_every_id_and_puts_new_labels_after_them():
+    previous = ("bird", "cat", "dog")
+    assert kept_ids(previous, ("ant", "cat", "dog", "zebra", "bee")) == ("bird", "cat", "dog", "ant", "bee", "zebra")
+    assert kept_ids(previous, previous) == previous
