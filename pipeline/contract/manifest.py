@@ -108,7 +108,8 @@ class Manifest:
     splits: dict[str, SplitInfo]
     features: dict[str, FeatureSpec]
     counts: Counts
-    label_map: tuple[str, ...] = ()  # label id -> class name (sorted); empty for tabular data
+    # label id -> class name: sorted, but a refresh keeps the earlier ids; empty for tabular data
+    label_map: tuple[str, ...] = ()
     # What the image label feature holds is label id + label_offset (1 for ImageNet-style readers).
     label_offset: int = 0
     error_files: tuple[str, ...] = ()
