@@ -228,7 +228,13 @@ def without_padding(row: list[str]) -> list[str]:
 def not_utf8(cells: Iterable[str]) -> bool:
     """Whether CSV cells read with errors="surrogateescape" (storage.open_text) held bytes that are
     not UTF-8: their row is a dead letter, not the end of the run."""
-    return any("\udc80" <= ch <= "\udcff" for cell in cells for ch in cell)
+    for cell in cells:
+        if not cell.isascii():  # most cells: O(1)
+            try:
+                cell.encode("utf-8")  # fails on the surrogates that stand for bytes that were not UTF-8
+            except UnicodeEncodeError:
+                return True
+    return False
 
 
 def strip_bom(lines: Iterable[str]) -> Iterator[str]:

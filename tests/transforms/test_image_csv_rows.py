@@ -2,7 +2,7 @@
 conflicts, unknown splits, a BOM, images that do not exist."""
 
 from transforms.outcomes import DeadLetter, Source
-from transforms.sources import check_images_exist, parse_image_csv
+from transforms.sources import check_images_exist, not_utf8, parse_image_csv
 
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
 
@@ -129,3 +129,9 @@ def test_one_image_written_two_ways_is_one_source():
     ]
     on_gcs = parse(["./img/a.jpg,cat\n", "gs://b/d//img/a.jpg,cat\n"], csv_uri="gs://b/d/labels.csv")
     assert [o.uri for o in on_gcs] == ["gs://b/d/img/a.jpg", "gs://b/d//img/a.jpg"]  # objects are named as written
+
+
+def test_only_bytes_that_were_not_utf8_make_a_row_invalid():
+    read = b"caf\xe9,ok".decode("utf-8", "surrogateescape").split(",")  # as storage.open_text reads it
+    assert not_utf8(read)
+    assert not not_utf8(["café", "日本", "ok", ""]) and not not_utf8([])
