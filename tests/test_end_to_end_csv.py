@@ -322,7 +322,7 @@ def test_a_spreadsheet_export_pads_rows_without_adding_records_or_columns(tmp_pa
     those rows became records with no features (every value a reader's default), and a padded
     header a column named ""."""
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "sheet.csv").write_text("id,name,,\n1,ann,,\n2,bob\n3,cy,,late\n,,,\n , ,,\n,,,\n")
+    (tmp_path / "in" / "sheet.csv").write_text("id,name,,\n1,ann,,\n2,bob\n3,cy,,late\n4,,,,\n,,,\n , ,,\n,,,\n")
     out = tmp_path / "out"
     argv = [
         "--kind",
@@ -337,9 +337,9 @@ def test_a_spreadsheet_export_pads_rows_without_adding_records_or_columns(tmp_pa
     assert main(argv) == 0
     manifest = load_manifest(out)
     assert sorted(manifest.features) == ["id", "name"]
-    assert (manifest.counts.listed, manifest.counts.written, manifest.counts.errors) == (3, 2, 1)
-    records = sorted((r["id"], r["name"]) for split in manifest.splits for r in read_split(out, split))
-    assert records == [(1, b"ann"), (2, b"bob")]
+    assert (manifest.counts.listed, manifest.counts.written, manifest.counts.errors) == (4, 3, 1)
+    records = sorted((r["id"], r.get("name")) for split in manifest.splits for r in read_split(out, split))
+    assert records == [(1, b"ann"), (2, b"bob"), (4, None)]  # 4: its name empty, then padding
     [letter] = read_dead_letters(out)
     assert (letter["source"].endswith("sheet.csv:4"), letter["reason"]) == (True, "expected 2 fields, found 4")
 

@@ -280,8 +280,9 @@ class ReadCsvRows(beam.DoFn):
 
 
 def _row_problem(row, width):
-    if len(row) < width or len(without_padding(row)) > width:
-        return f"expected {width} fields, found {len(without_padding(row)) if len(row) > width else len(row)}"
+    fields = len(row) if len(row) <= width else max(width, len(without_padding(row)))  # padding is no field
+    if fields != width:
+        return f"expected {width} fields, found {fields}"
     if not_utf8(row):
         return "invalid UTF-8"
     return None
