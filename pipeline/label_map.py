@@ -37,3 +37,16 @@ def kept_ids(previous: tuple[str, ...], labels: tuple[str, ...]) -> tuple[str, .
     this version follow, sorted. A sorted map would move every id after a new class's name, and a
     model trained on the previous version would read the new records with the wrong classes."""
     return previous + tuple(sorted(set(labels) - set(previous)))
+
+
+def empty_labels_warnings(labels: tuple[str, ...], records: dict[str, dict[str, int]]) -> list[str]:
+    """A warning naming the labels of the map that no record holds (`records`: split -> label ->
+    records): every source of the class failed, or, in a refresh, it has none left and keeps its id."""
+    empty = [label for label in labels if not any(split.get(label) for split in records.values())]
+    if not empty:
+        return []
+    return [
+        f"{len(empty)} label(s) of the label map have no records: {', '.join(map(ascii, empty[:10]))}"
+        f"{' and more' if len(empty) > 10 else ''} (every source failed, or, in a refresh, none is left and "
+        "the class keeps its id); a model still has an output for each"
+    ]

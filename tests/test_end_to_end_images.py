@@ -379,3 +379,17 @@ def test_class_folders_a_person_reads_as_one_stay_apart_with_a_warning(tmp_path,
         "rename the folders or CSV labels to one spelling to merge them",
     )
     assert f"warning: {manifest.warnings[0]}" in capsys.readouterr().out
+
+
+def test_a_class_whose_every_source_failed_is_named_in_the_warnings(tmp_path):
+    for label in ("circle", "square"):
+        (tmp_path / "photos" / label).mkdir(parents=True)
+    for path in sorted((SAMPLE / "images/circle").iterdir())[:3]:
+        shutil.copy(path, tmp_path / "photos/circle" / path.name)
+    (tmp_path / "photos/square/cut.jpg").write_bytes(broken_images.truncated_jpeg())
+    out = tmp_path / "ds"
+    assert main(["--input", str(tmp_path / "photos"), "--output", str(out), "--max_error_fraction", "0.5"]) == 0
+    manifest = load_manifest(out)
+    assert manifest.label_map == ("circle", "square")  # its id is taken: a model has an output for it
+    [warning] = manifest.warnings
+    assert warning.startswith("1 label(s) of the label map have no records: 'square' (every source failed")

@@ -2,7 +2,7 @@
 
 import unicodedata
 
-from pipeline.label_map import alike_labels_warnings, kept_ids
+from pipeline.label_map import alike_labels_warnings, empty_labels_warnings, kept_ids
 
 NFC, NFD = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
 
@@ -27,3 +27,10 @@ def test_a_new_version_keeps_every_id_and_puts_new_labels_after_them():
     previous = ("bird", "cat", "dog")
     assert kept_ids(previous, ("ant", "cat", "dog", "zebra", "bee")) == ("bird", "cat", "dog", "ant", "bee", "zebra")
     assert kept_ids(previous, previous) == previous
+
+
+def test_labels_without_records_are_named():
+    records = {"train": {"cat": 3, "dog": 0}, "validation": {"dog": 0, "emu": 1}}
+    [warning] = empty_labels_warnings(("bird", "cat", "dog", "emu"), records)
+    assert warning.startswith("2 label(s) of the label map have no records: 'bird', 'dog' (every source failed")
+    assert empty_labels_warnings(("cat", "emu"), records) == []
