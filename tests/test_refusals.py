@@ -197,23 +197,27 @@ def test_an_unexpected_error_is_one_line_unless_debug(photos, tmp_path, caplog, 
         main([*argv, "--debug"])
 
 
+def refused_csv(tmp_path, caplog, name: str, data: bytes) -> str:
+    """The one error line of a tabular run over one CSV file `name` holding `data`, which must exit 2."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / name).write_bytes(data)
+    pattern = str(tmp_path / "in" / ("*" + name[name.index(".") :]))
+    assert main(["--kind", "csv", "--input", pattern, "--output", str(tmp_path / "out")]) == 2
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    return line
+
+
 def test_a_first_csv_whose_header_cannot_be_read_is_refused(tmp_path, caplog):
     import gzip
 
-    (tmp_path / "in").mkdir()
     data = gzip.compress(b"id,x\n1,2\n" * 1000)
-    (tmp_path / "in" / "a.csv.gz").write_bytes(data[:12])  # cut inside the GZIP header's stream
-    assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv.gz"), "--output", str(tmp_path / "out")]) == 2
-    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    line = refused_csv(tmp_path, caplog, "a.csv.gz", data[:12])  # cut inside the GZIP header's stream
     assert "a.csv.gz: cannot read its header" in line
 
 
 def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, caplog):
     """Each column is the feature of its name: of two named alike, one would be lost without a word."""
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "a.csv").write_text("a,b,a,c,b\n1,2,3,4,5\n")
-    assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv"), "--output", str(tmp_path / "out")]) == 2
-    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    line = refused_csv(tmp_path, caplog, "a.csv", b"a,b,a,c,b\n1,2,3,4,5\n")
     assert line.endswith(
         "a.csv: its header names column(s) ['a', 'b'] more than once; each column is the "
         "feature of its name, so all but one of them would be lost: rename them"
@@ -223,10 +227,7 @@ def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, caplog):
 
 def test_a_csv_header_with_a_column_without_a_name_is_refused(tmp_path, caplog):
     """pandas' to_csv writes its index under an empty name: a feature keyed "" that no reader asked for."""
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "a.csv").write_text(",a, ,b\n0,1,2,3\n")
-    assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv"), "--output", str(tmp_path / "out")]) == 2
-    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    line = refused_csv(tmp_path, caplog, "a.csv", b",a, ,b\n0,1,2,3\n")
     assert line.endswith(
         "a.csv: its header leaves column(s) [1, 3] (counting from 1) without a name, which every column needs as its "
         "feature's key (a pandas index, written by to_csv without index=False?): name them, or write the files "
