@@ -13,12 +13,13 @@ from pipeline.planning import Plan
 from pipeline.publish import Publication, PublishManifest, RunSettings
 from pipeline.readback import ReadBackShards
 from pipeline.runners import image_processes, shard_check_processes, spreads_work, writes_while_reading
-from transforms.counting import CountRecords, SummarizeOutcomes, summarize
+from transforms.counting import CountRecords, GroupSameContent, SummarizeOutcomes, summarize
 from transforms.image_convert import ImageSettings
 from transforms.images import ReadImages, ReadImagesIntoShards
 from transforms.once import OnceWithAll
 from transforms.outcomes import DEAD_LETTERS, SKIPPED
 from transforms.permute import PermuteOrder
+from transforms.same_content import CONTENT
 from transforms.shard_parts import SHARD_PARTS, FinalizeShards, ShardLayout
 from transforms.sources import ListClassFolders, ReadImageCsv
 from transforms.tabular import EncodeRows, InferSchema, ListCsvFiles, ReadCsvRows
@@ -35,6 +36,7 @@ class Outcomes:
     skipped: beam.PCollection
     dead_letters: list[beam.PCollection]
     schema: beam.PCollection | None = None  # tabular: the inferred column types (one element)
+    same_content: beam.PCollection | None = None  # images: SameContent groups (transforms.same_content)
 
 
 def _written(records, plan: Plan, folder: str) -> tuple[beam.PCollection, beam.PCollection]:
@@ -88,12 +90,14 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         batches = batches | "SpreadReads" >> beam.Reshuffle()
     read = batches | "ReadImages" >> beam.ParDo(
         ReadImagesIntoShards(layout, settings, **reading) if into_shards else ReadImages(settings, **reading)
-    ).with_outputs(DEAD_LETTERS, SHARD_PARTS, main="outputs")
+    ).with_outputs(DEAD_LETTERS, SHARD_PARTS, CONTENT, main="outputs")
     if into_shards:
         counted, shard_files = read.outputs, read[SHARD_PARTS] | "FinalizeShards" >> FinalizeShards(layout)
     else:
         counted, shard_files = _written(read.outputs, plan, folder)
-    return Outcomes(counted, shard_files, listed.skipped, [listed.dead_letters, read.dead_letters])
+    same_content = read[CONTENT] | "GroupSameContent" >> GroupSameContent()
+    dead_letters = [listed.dead_letters, read.dead_letters]
+    return Outcomes(counted, shard_files, listed.skipped, dead_letters, same_content=same_content)
 
 
 def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
@@ -138,8 +142,9 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
     outcomes = build_records(p, plan, config, publication.folder)
     dead_letters = outcomes.dead_letters | "AllDeadLetters" >> beam.Flatten()
     error_files = dead_letters | "WriteDeadLetters" >> WriteDeadLetters(publication.folder)
+    groups = () if outcomes.same_content is None else (outcomes.same_content,)
     summary = (
-        (outcomes.counted, outcomes.skipped, dead_letters)
+        (outcomes.counted, outcomes.skipped, dead_letters, *groups)
         | "AllOutcomes" >> beam.Flatten()
         | "Summarize" >> _summarize(p.options)
     )

@@ -3,7 +3,9 @@ TensorFlow and checked record by record against their sources."""
 
 from __future__ import annotations
 
+import hashlib
 import io
+import itertools
 import os
 import pathlib
 import shutil
@@ -131,10 +133,13 @@ def test_every_source_is_a_record_a_skip_or_a_dead_letter(messy_folder, converte
     assert manifest.skipped_by_extension == {"(hidden)": len(HIDDEN), ".txt": len(SKIPPED)}
     assert manifest.counts.converted == len(CONVERTED)
     assert manifest.counts.reconciles()
-    [warning] = manifest.warnings
-    assert warning.startswith("1 source(s) have more than one frame or page") and warning.endswith(
+    frames_warning, copies_warning = manifest.warnings
+    assert frames_warning.startswith("1 source(s) have more than one frame or page") and frames_warning.endswith(
         f"(for example {messy_folder / 'circle/pages.tiff'}: 4 frames)"
     )
+    assert copies_warning.startswith("1 image(s) are stored ")  # circle/UPPER_CASE.JPG: a copy of circle/0001.jpg
+    assert f"for example {messy_folder / 'circle/0001.jpg'}" in copies_warning
+    assert f"and {messy_folder / 'circle/UPPER_CASE.JPG'}" in copies_warning
     assert sum(s.records for s in manifest.splits.values()) == len(good)
 
 
@@ -366,9 +371,9 @@ def test_class_folders_a_person_reads_as_one_stay_apart_with_a_warning(tmp_path,
     """`café` copied from macOS (decomposed) beside `café` written elsewhere (composed): two
     classes, as the file system says, and a warning that names both in the summary and manifest."""
     composed, decomposed = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
-    for label in (composed, decomposed, "dog"):
+    for i, label in enumerate((composed, decomposed, "dog")):
         (tmp_path / "photos" / label).mkdir(parents=True)
-        for path in sorted((SAMPLE / "images/circle").iterdir())[:2]:
+        for path in sorted((SAMPLE / "images/circle").iterdir())[2 * i : 2 * i + 2]:
             shutil.copy(path, tmp_path / "photos" / label / path.name)
     out = tmp_path / "ds"
     assert main(["--input", str(tmp_path / "photos"), "--output", str(out)]) == 0
@@ -393,3 +398,52 @@ def test_a_class_whose_every_source_failed_is_named_in_the_warnings(tmp_path):
     assert manifest.label_map == ("circle", "square")  # its id is taken: a model has an output for it
     [warning] = manifest.warnings
     assert warning.startswith("1 label(s) of the label map have no records: 'square' (every source failed")
+
+
+def copy_named(root: pathlib.Path, original: str, folder: str, same_split: bool) -> str:
+    """Copies `original` (a path under root) into `folder` under the first new name copyN.jpg whose
+    split is (or is not) the original's; that name."""
+    split = assign_split(original, FRACTIONS)
+    names = (f"{folder}/copy{i}.jpg" for i in itertools.count())
+    name = next(n for n in names if (assign_split(n, FRACTIONS) == split) == same_split and not (root / n).exists())
+    shutil.copy(root / original, root / name)
+    return name
+
+
+@pytest.mark.parametrize("runner", [[], ["--direct_num_workers", "2"]], ids=["lean", "parallel"])
+def test_sources_with_the_same_bytes_are_records_and_named_in_the_warnings(tmp_path, runner, capsys):
+    """One photo copied into the other split, one under another label, one beside itself: every
+    copy is a record, and each kind of copy is a warning that names two of them and their SHA-256."""
+    root = tmp_path / "photos"
+    for label in ("circle", "square"):
+        (root / label).mkdir(parents=True)
+        for path in sorted((SAMPLE / "images" / label).iterdir())[:5]:
+            shutil.copy(path, root / label / path.name)
+    in_splits = copy_named(root, "circle/0001.jpg", "circle", same_split=False)
+    under_labels = copy_named(root, "circle/0002.jpg", "square", same_split=True)
+    repeated = copy_named(root, "circle/0003.jpg", "circle", same_split=True)
+    out = tmp_path / "ds"
+    assert main(["--input", str(root), "--output", str(out), *runner]) == 0
+
+    manifest = load_manifest(out)
+    assert manifest.counts.written == 13
+    assert sum(len(records) for records in all_records(out).values()) == 13
+
+    def example(original, copy, split_shown=False):
+        split = {n: f" (split {assign_split(n, FRACTIONS)!r})" if split_shown else "" for n in (original, copy)}
+        shown = [f"{root / n}{split[n]}" for n in (original, copy)]
+        digest = hashlib.sha256((root / original).read_bytes()).hexdigest()
+        return f"for example {shown[0]} and {shown[1]}, sha256 {digest})"
+
+    splits_warning, labels_warning, repeated_warning = manifest.warnings
+    assert splits_warning.startswith("1 image(s) are stored in more than one split")
+    assert splits_warning.endswith(example("circle/0001.jpg", in_splits, split_shown=True))
+    assert labels_warning == (
+        f"1 image(s) are stored under more than one label (2 sources in all; for example {root / 'circle/0002.jpg'} "
+        f"(label 'circle') and {root / under_labels} (label 'square'), "
+        f"sha256 {hashlib.sha256((root / 'circle/0002.jpg').read_bytes()).hexdigest()})"
+    )
+    assert repeated_warning.startswith("1 image(s) are stored more than once in one split under one label")
+    assert repeated_warning.endswith(example("circle/0003.jpg", repeated))
+    printed = capsys.readouterr().out
+    assert all(f"warning: {w}" in printed for w in manifest.warnings)

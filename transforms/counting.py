@@ -1,5 +1,6 @@
 """Counting outcomes in Beam: the run's counters, and the OutcomeSummary the manifest reports,
-reduced from every outcome (transforms.outcomes) of the run."""
+reduced from every outcome (transforms.outcomes) of the run and the groups of sources with the
+same bytes (transforms.same_content)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms.outcomes import METRICS_NAMESPACE, OutcomeSummary, Record
+from transforms.same_content import same_content
 
 
 def counter(name: str):
@@ -29,6 +31,13 @@ class CountRecords(beam.DoFn):
 
     def finish_bundle(self):
         yield GlobalWindows.windowed_value(self._summary)
+
+
+class GroupSameContent(beam.PTransform):
+    """(digest, Copy) of every record -> a SameContent for each digest more than one source holds."""
+
+    def expand(self, copies):
+        return copies | "ByDigest" >> beam.GroupByKey() | "SameContent" >> beam.FlatMapTuple(same_content)
 
 
 class SummarizeOutcomes(beam.CombineFn):

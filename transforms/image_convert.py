@@ -18,6 +18,7 @@ from transforms.example_proto import MAX_EXAMPLE_BYTES, encode_example, image_fe
 from transforms.image_check import BadImage, Encoding, check_image
 from transforms.outcomes import DeadLetter, FirstFrame, Record, Source, Written
 from transforms.part_appender import PartAppender
+from transforms.same_content import content_digest
 
 # Sources longer than this are not read (config image.max_file_mib). The default is above any image
 # within the default max_pixels (an uncompressed 16-bit RGBA TIFF of 89 Mpixels: 683 MiB); the most
@@ -95,7 +96,15 @@ class ImageConverter:
         if piece is None:
             return outcome, bytes_read
         written = Written(
-            outcome.split, outcome.label, outcome.converted, len(outcome.data), part, piece, outcome.first_frame
+            outcome.split,
+            outcome.label,
+            outcome.converted,
+            len(outcome.data),
+            part,
+            piece,
+            outcome.first_frame,
+            outcome.source,
+            outcome.digest,
         )
         return written, bytes_read
 
@@ -119,7 +128,10 @@ class ImageConverter:
         features = image_features(s.keys, image, label_id + s.label_offset, source.label, source.uri, source.key)
         example = encode_example(features)
         first_frame = FirstFrame(source.uri, image.frames) if image.frames > 1 else None
-        return Record(source.split, source.label, image.converted, example, first_frame), len(data)
+        record = Record(
+            source.split, source.label, image.converted, example, first_frame, source.uri, content_digest(data)
+        )
+        return record, len(data)
 
     def release(self) -> None:
         """Closes the parts records were appended to."""

@@ -18,6 +18,7 @@ from transforms.counting import counter
 from transforms.image_convert import ImageConverter, ImageSettings
 from transforms.outcomes import DEAD_LETTERS, OutcomeSummary, Record, Source, Written
 from transforms.part_appender import processes_may_append
+from transforms.same_content import CONTENT, Copy
 from transforms.shard_parts import SHARD_PARTS, BundleShards, ShardLayout, SharedParts
 
 _LOG = logging.getLogger(__name__)
@@ -62,7 +63,8 @@ class _OnThreads:
 class ReadImages(beam.DoFn):
     """Batch of Sources -> one Record per source, with the file's bytes (or a TensorFlow-decodable
     re-encoding), its header dimensions and its label; anything unreadable becomes a dead letter
-    naming the file and why (transforms.image_convert).
+    naming the file and why (transforms.image_convert). Each record's source, split, label and
+    digest go out on CONTENT too, to find sources with the same bytes (transforms.same_content).
 
     Sources are converted on `threads` threads or, with `processes` > 0 (local runs), in that many
     converting processes (transforms.convert_pool). Up to two batches, or the pool's queue depth
@@ -135,6 +137,8 @@ class ReadImages(beam.DoFn):
             if isinstance(outcome, Record | Written):
                 self._written.inc()
                 self._converted.inc(outcome.converted)
+                copy = Copy(outcome.source, outcome.split, outcome.label)
+                yield beam.pvalue.TaggedOutput(CONTENT, (outcome.digest, copy))
                 yield from self._record_outputs(outcome)
             else:
                 self._errors.inc()

@@ -10,6 +10,8 @@ import dataclasses
 import json
 from typing import NamedTuple
 
+from transforms.same_content import SameContent, SameContentSummary
+
 METRICS_NAMESPACE = "tfrecord_pipeline"
 DEAD_LETTERS = "dead_letters"  # tag of the dead-letter output of every DoFn that can fail
 SKIPPED = "skipped"
@@ -33,11 +35,16 @@ class FirstFrame(NamedTuple):
 
 
 class Record(NamedTuple):
+    """An Example to write. An image's also names its source and the SHA-256 of the source's bytes
+    (transforms.same_content)."""
+
     split: str
     label: str
     converted: bool
     data: bytes  # serialised tf.train.Example
     first_frame: FirstFrame | None = None
+    source: str = ""
+    digest: bytes = b""
 
 
 class Written(NamedTuple):
@@ -51,6 +58,8 @@ class Written(NamedTuple):
     part: str
     piece: tuple
     first_frame: FirstFrame | None = None
+    source: str = ""
+    digest: bytes = b""
 
 
 class Skipped(NamedTuple):
@@ -83,8 +92,9 @@ class OutcomeSummary:
     first_frame_example: FirstFrame | None = None  # of those, the one of the first source by name
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # per extension
     errors: dict[str, int] = dataclasses.field(default_factory=dict)  # per stage
+    same_content: SameContentSummary = dataclasses.field(default_factory=SameContentSummary)
 
-    def add(self, outcome: Record | Written | Skipped | DeadLetter) -> None:
+    def add(self, outcome: Record | Written | Skipped | DeadLetter | SameContent) -> None:
         if isinstance(outcome, Record | Written):
             _add(self.written, outcome.split)
             _add(
@@ -97,6 +107,8 @@ class OutcomeSummary:
                 self._add_first_frames(1, outcome.first_frame)
         elif isinstance(outcome, Skipped):
             _add(self.skipped, outcome.extension)
+        elif isinstance(outcome, SameContent):
+            self.same_content.add(outcome)
         else:
             _add(self.errors, outcome.stage)
 
@@ -113,6 +125,7 @@ class OutcomeSummary:
             for label, n in labels.items():
                 _add(self.labels.setdefault(split, {}), label, n)
         self.converted += other.converted
+        self.same_content.merge(other.same_content)
         if other.first_frames:
             self._add_first_frames(other.first_frames, other.first_frame_example)
 
@@ -123,6 +136,9 @@ class OutcomeSummary:
 
     def warnings(self) -> list[str]:
         """What the manifest must tell readers about these outcomes."""
+        return self._first_frames_warnings() + self.same_content.warnings()
+
+    def _first_frames_warnings(self) -> list[str]:
         if not self.first_frames:
             return []
         example = self.first_frame_example
