@@ -18,6 +18,7 @@ from pipeline.tfrecord_framing import framed
 from pipeline.tfrecord_reader import read_records
 from transforms.gzip_choice import CODEC, STORED
 from transforms.image_check import check_image
+from transforms.same_content import content_digest
 
 
 def _per_image_us(fn, blobs: list[bytes], runs: int) -> float:
@@ -71,6 +72,7 @@ def measure_per_image_costs(items: list[tuple[str, str]], runs: int) -> dict:
     * GZIP of the payload as stored blocks, as the pipeline writes payloads that do not compress
       (transforms.gzip_choice), through ISA-L, as it writes those that do, and through the stdlib
       zlib at the level Beam uses by default;
+    * the digest of each source, to find copies (transforms.same_content);
     * the read-back of the written record before publishing."""
     blobs = []
     for path, _ in items:
@@ -83,5 +85,6 @@ def measure_per_image_costs(items: list[tuple[str, str]], runs: int) -> dict:
         "gzip_zlib_us": _per_image_us(_gzip_with(zlib), blobs, runs),
         "gzip_isal_us": _per_image_us(_gzip_with(isal_zlib), blobs, runs),
         "gzip_stored_us": _per_image_us(_gzip_with(zlib, STORED), blobs, runs),
+        "content_digest_us": _per_image_us(content_digest, blobs, runs),
         "read_back_us": _read_back_us(blobs, runs),
     }

@@ -19,6 +19,7 @@ COSTS = {
     "gzip_zlib_us": 1_600.0,
     "gzip_isal_us": 100.0,
     "gzip_stored_us": 40.0,
+    "content_digest_us": 63.0,
     "read_back_us": 42.0,
 }
 
@@ -51,6 +52,7 @@ def test_per_image_costs_are_shares_of_the_pipelines_cpu_time_per_image(capsys):
 
     printed = capsys.readouterr().out
     assert "check_image 1050 us (50% of the pipeline's CPU time per image)" in printed
+    assert "SHA-256 of the source (to find copies) 63 us (3% of the pipeline's CPU time per image)" in printed
     assert "read-back before publishing 42 us (2% of the pipeline's CPU time per image)" in printed
 
 
