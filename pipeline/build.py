@@ -95,7 +95,7 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         counted, shard_files = read.outputs, read[SHARD_PARTS] | "FinalizeShards" >> FinalizeShards(layout)
     else:
         counted, shard_files = _written(read.outputs, plan, folder)
-    same_content = read[CONTENT] | "GroupSameContent" >> GroupSameContent()
+    same_content = read[CONTENT] | "GroupSameContent" >> GroupSameContent(spreads_work(p.options))
     dead_letters = [listed.dead_letters, read.dead_letters]
     return Outcomes(counted, shard_files, listed.skipped, dead_letters, same_content=same_content)
 

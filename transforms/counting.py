@@ -9,8 +9,9 @@ from collections.abc import Iterable
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
+from transforms.once import OnceWithAll
 from transforms.outcomes import METRICS_NAMESPACE, OutcomeSummary, Record
-from transforms.same_content import same_content
+from transforms.same_content import groups_in, same_content
 
 
 def counter(name: str):
@@ -34,10 +35,23 @@ class CountRecords(beam.DoFn):
 
 
 class GroupSameContent(beam.PTransform):
-    """(digest, Copy) of every record -> a SameContent for each digest more than one source holds."""
+    """Lists of each record's (digest, Copy) -> a SameContent for each digest more than one source
+    holds: grouped by key where workers can group in parallel; on the lean runner, which has one,
+    in one call (OnceWithAll: a GroupByKey there costs more per element than the job's own steps)."""
 
-    def expand(self, copies):
-        return copies | "ByDigest" >> beam.GroupByKey() | "SameContent" >> beam.FlatMapTuple(same_content)
+    def __init__(self, spread: bool):
+        super().__init__()
+        self._spread = spread
+
+    def expand(self, batches):
+        if not self._spread:
+            return batches | "InOneCall" >> OnceWithAll(groups_in)
+        return (
+            batches
+            | "EachCopy" >> beam.FlatMap(iter)
+            | "ByDigest" >> beam.GroupByKey()
+            | "SameContent" >> beam.FlatMapTuple(same_content)
+        )
 
 
 class SummarizeOutcomes(beam.CombineFn):

@@ -63,8 +63,9 @@ class _OnThreads:
 class ReadImages(beam.DoFn):
     """Batch of Sources -> one Record per source, with the file's bytes (or a TensorFlow-decodable
     re-encoding), its header dimensions and its label; anything unreadable becomes a dead letter
-    naming the file and why (transforms.image_convert). Each record's source, split, label and
-    digest go out on CONTENT too, to find sources with the same bytes (transforms.same_content).
+    naming the file and why (transforms.image_convert). Per bundle, the (digest, Copy) of each
+    record goes out on CONTENT as one list, to find sources with the same bytes
+    (transforms.same_content): one output per bundle costs the bundle thread less than one per record.
 
     Sources are converted on `threads` threads or, with `processes` > 0 (local runs), in that many
     converting processes (transforms.convert_pool). Up to two batches, or the pool's queue depth
@@ -102,6 +103,7 @@ class ReadImages(beam.DoFn):
         for _ in self._conversions.results():  # what a failed attempt left converting: not this attempt's
             pass
         self._bundle_started, self._done_before = time.monotonic(), self._done
+        self._copies = []
 
     def teardown(self):
         self._conversions.shutdown()
@@ -122,6 +124,8 @@ class ReadImages(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
             else:
                 yield GlobalWindows.windowed_value(output)
+        if self._copies:
+            yield beam.pvalue.TaggedOutput(CONTENT, GlobalWindows.windowed_value(self._copies))
         elapsed, converted = time.monotonic() - self._bundle_started, self._done - self._done_before
         if elapsed >= self.PROGRESS_SECONDS or converted >= self.PROGRESS_SOURCES:
             # A long bundle's end: the benchmark's end of the reading, since a local run reads in one bundle.
@@ -137,8 +141,7 @@ class ReadImages(beam.DoFn):
             if isinstance(outcome, Record | Written):
                 self._written.inc()
                 self._converted.inc(outcome.converted)
-                copy = Copy(outcome.source, outcome.split, outcome.label)
-                yield beam.pvalue.TaggedOutput(CONTENT, (outcome.digest, copy))
+                self._copies.append((outcome.digest, Copy(outcome.source, outcome.split, outcome.label)))
                 yield from self._record_outputs(outcome)
             else:
                 self._errors.inc()

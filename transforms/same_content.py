@@ -12,11 +12,13 @@ groups are reduced into the run's OutcomeSummary (transforms.outcomes).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-CONTENT = "content"  # tag of ReadImages' output of each record's (digest, Copy)
+CONTENT = "content"  # tag of ReadImages' output: per bundle, a list of each record's (digest, Copy)
 
 # What a group of copies is found to be: IN_SPLITS and/or UNDER_LABELS where its copies differ in
 # that field, else REPEATED.
@@ -51,6 +53,16 @@ def same_content(digest: bytes, copies) -> list[SameContent]:
     """The group of the copies of one digest when there is more than one (a GroupByKey's output)."""
     copies = sorted(copies)
     return [SameContent(digest, tuple(copies))] if len(copies) > 1 else []
+
+
+def groups_in(batches: Iterable[list[tuple[bytes, Copy]]]) -> Iterator[SameContent]:
+    """Every group in the batches, gathered in this process (a local run's, which holds them all anyway)."""
+    by_digest = collections.defaultdict(list)
+    for batch in batches:
+        for digest, copy in batch:
+            by_digest[digest].append(copy)
+    for digest, copies in by_digest.items():
+        yield from same_content(digest, copies)
 
 
 @dataclasses.dataclass

@@ -14,6 +14,7 @@ from transforms.same_content import (
     SameContent,
     SameContentSummary,
     content_digest,
+    groups_in,
     same_content,
 )
 
@@ -31,6 +32,13 @@ def test_one_source_is_no_group_and_copies_are_sorted():
     assert same_content(b"d", [Copy("a", "train", "cat")]) == []
     [found] = same_content(b"d", [Copy("b", "train", "cat"), Copy("a", "train", "cat")])
     assert [c.source for c in found.copies] == ["a", "b"]
+
+
+def test_groups_are_gathered_across_batches():
+    x1, y1, x0 = Copy("x1", "train", "cat"), Copy("y1", "train", "cat"), Copy("x0", "train", "dog")
+    copies = [(b"x", x1), (b"y", y1), (b"x", x0)]
+    found = list(groups_in([copies[:1], [], copies[1:]]))
+    assert found == [SameContent(b"x", (x0, x1))]
 
 
 def test_a_group_is_what_its_copies_differ_in():
