@@ -39,6 +39,20 @@ def kept_ids(previous: tuple[str, ...], labels: tuple[str, ...]) -> tuple[str, .
     return previous + tuple(sorted(set(labels) - set(previous)))
 
 
+def new_labels_warnings(labels: tuple[str, ...], kept: int) -> list[str]:
+    """A warning naming the labels a refresh added after the `kept` ids of its previous version: a
+    model trained on that version has no output for them, and a scheduled refresh has nobody
+    reading its log."""
+    new = labels[kept:] if kept else ()
+    if not new:
+        return []
+    return [
+        f"{len(new)} label(s) are new since the previous version, after its {kept} label(s): "
+        f"{', '.join(map(ascii, new[:10]))}{' and more' if len(new) > 10 else ''}; a model trained on that "
+        "version has no output for them"
+    ]
+
+
 def empty_labels_warnings(labels: tuple[str, ...], records: dict[str, dict[str, int]]) -> list[str]:
     """A warning naming the labels of the map that no record holds (`records`: split -> label ->
     records): every source of the class failed, or, in a refresh, it has none left and keeps its id."""

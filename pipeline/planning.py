@@ -72,6 +72,7 @@ class Plan:
     compression: str = GZIP  # the manifest's spelling: GZIP or NONE
     index: bool = False  # write a record index beside each shard
     listed_here: str | None = None  # the key of the classified listing kept for the job (listing_handover)
+    kept_labels: int = 0  # a refresh: the label map's first ids, kept from the previous version (label_map.kept_ids)
 
     @property
     def record_files(self) -> ShardedFileTemplate:

@@ -376,6 +376,11 @@ def test_a_new_class_keeps_every_earlier_class_id(store, tmp_path):
     first, second = (load_manifest(store.download(f"root/{v}", tmp_path / f"m-{v}")) for v in (v1, v2))
     assert first.label_map == ("circle", "square", "triangle")
     assert second.label_map == ("circle", "square", "triangle", "apple")
+    new_label = (
+        "1 label(s) are new since the previous version, after its 3 label(s): 'apple'; a model trained on that "
+        "version has no output for them"
+    )
+    assert new_label in second.warnings and not any("are new since" in w for w in first.warnings)
     folder = store.download(f"root/{v2}", tmp_path / f"dl-{v2}")
     ids = {
         record["image/class/text"].decode(): record["image/class/label"]

@@ -111,7 +111,7 @@ def with_previous_ids(plan: Plan, previous: Manifest | None) -> Plan:
             sorted(set(plan.label_map) - set(previous.label_map)),
             sorted(set(previous.label_map) - set(plan.label_map)),
         )
-    return dataclasses.replace(plan, label_map=label_map)
+    return dataclasses.replace(plan, label_map=label_map, kept_labels=len(previous.label_map))
 
 
 def _report_unchanged(message: str) -> None:

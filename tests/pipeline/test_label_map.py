@@ -2,7 +2,7 @@
 
 import unicodedata
 
-from pipeline.label_map import alike_labels_warnings, empty_labels_warnings, kept_ids
+from pipeline.label_map import alike_labels_warnings, empty_labels_warnings, kept_ids, new_labels_warnings
 
 NFC, NFD = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
 
@@ -34,3 +34,13 @@ def test_labels_without_records_are_named():
     [warning] = empty_labels_warnings(("bird", "cat", "dog", "emu"), records)
     assert warning.startswith("2 label(s) of the label map have no records: 'bird', 'dog' (every source failed")
     assert empty_labels_warnings(("cat", "emu"), records) == []
+
+
+def test_labels_a_refresh_added_are_named():
+    labels = ("bird", "cat", "dog", "ant", "bee")
+    assert new_labels_warnings(labels, 3) == [
+        "2 label(s) are new since the previous version, after its 3 label(s): 'ant', 'bee'; a model trained on "
+        "that version has no output for them"
+    ]
+    assert new_labels_warnings(labels, 5) == []
+    assert new_labels_warnings(labels, 0) == []  # no previous version
