@@ -97,10 +97,13 @@ class ImageConfig(pydantic.BaseModel):
     jpeg_only: Bool = False  # every source but a JPEG TF decodes re-encoded to RGB JPEG (counted as converted)
     jpeg_quality: Annotated[Int, Field(ge=1, le=100)] = 95  # of every JPEG the pipeline encodes
     alpha: Literal[ALPHA_MODES] = "composite"  # jpeg_only: transparency composited on white, or dropped
+    # sources with an EXIF orientation, which TF ignores: stored as they are and named in the
+    # manifest's warnings (keep), or re-encoded as a photo viewer shows them (apply; converted)
+    exif_orientation: Literal["keep", "apply"] = "keep"
 
     @property
     def encoding(self) -> Encoding:
-        return Encoding(self.jpeg_only, self.jpeg_quality, self.alpha)
+        return Encoding(self.jpeg_only, self.jpeg_quality, self.alpha, upright=self.exif_orientation == "apply")
 
     @pydantic.field_validator("extensions", mode="before")
     @classmethod

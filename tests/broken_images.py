@@ -144,11 +144,13 @@ def jpeg_relabelled(marker: int = 0xC9, jpeg: bytes | None = None) -> bytes:
     return bytes(data)
 
 
-def exif_rotated_jpeg(orientation: int = 6) -> bytes:
-    """A 64x48 JPEG whose EXIF says to display it rotated (6: 90 degrees clockwise)."""
+def exif_oriented(orientation: int = 6, fmt: str = "JPEG") -> bytes:
+    """A 64x48 picture whose EXIF orientation tag says how a viewer displays it (6: rotated 90
+    degrees clockwise; 1: as stored; 9: no such orientation)."""
     exif = Image.Exif()
     exif[0x0112] = orientation
-    return image_bytes("JPEG", "RGB", exif=exif.tobytes())
+    exif[0x010F] = "Camera"
+    return image_bytes(fmt, "RGB", exif=exif.tobytes())
 
 
 def mpo() -> bytes:

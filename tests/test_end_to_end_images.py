@@ -447,3 +447,35 @@ def test_sources_with_the_same_bytes_are_records_and_named_in_the_warnings(tmp_p
     assert repeated_warning.endswith(example("circle/0003.jpg", repeated))
     printed = capsys.readouterr().out
     assert all(f"warning: {w}" in printed for w in manifest.warnings)
+
+
+@pytest.mark.parametrize("runner", [[], ["--direct_num_workers", "2"]], ids=["lean", "parallel"])
+def test_photos_held_sideways_are_named_or_stored_as_a_viewer_shows_them(tmp_path, runner):
+    """EXIF orientation, which TensorFlow ignores: by default each such source is stored as it is
+    and the warnings name one; with `image.exif_orientation: apply` it is stored turned."""
+    root = tmp_path / "photos"
+    for label in ("circle", "square"):
+        (root / label).mkdir(parents=True)
+        for path in sorted((SAMPLE / "images" / label).iterdir())[:3]:
+            shutil.copy(path, root / label / path.name)
+    (root / "square/sideways.jpg").write_bytes(broken_images.exif_oriented(6))
+    (root / "square/upside_down.png").write_bytes(broken_images.exif_oriented(3, "PNG"))
+    config = tmp_path / "apply.yaml"
+    config.write_text("image: {exif_orientation: apply}\n")
+    for out, extra in ((tmp_path / "kept", []), (tmp_path / "applied", ["--config", str(config)])):
+        assert main(["--input", str(root), "--output", str(out), *runner, *extra]) == 0
+
+    kept, applied = load_manifest(tmp_path / "kept"), load_manifest(tmp_path / "applied")
+    assert kept.warnings == (
+        "2 source(s) have an EXIF orientation, which TensorFlow's decoders ignore: their records decode as stored, "
+        f"turned or mirrored from what a photo viewer shows (for example {root / 'square/sideways.jpg'}: "
+        "orientation 6, 'Rotate 90 CW' as exiftool names it); image.exif_orientation: apply stores them as a viewer "
+        "shows them",
+    )
+    assert (kept.counts.converted, applied.counts.converted, applied.warnings) == (0, 2, ())
+    for out, shape in ((tmp_path / "kept", (48, 64, 3)), (tmp_path / "applied", (64, 48, 3))):
+        [record] = [
+            r for split in all_records(out).values() for r in split if r["image/filename"].endswith(b"sideways.jpg")
+        ]
+        pixels = tf.io.decode_image(record["image/encoded"], expand_animations=False).numpy()
+        assert pixels.shape == shape == (record["image/height"], record["image/width"], 3)

@@ -13,7 +13,7 @@ What `tf.io.decode_image(data, expand_animations=False)` makes of what Pillow op
 JPEG, MPO  Huffman-coded DCT (SOF0-2: baseline, extended, progressive) in any colour space:
            grey -> 1 channel; YCbCr, RGB, CMYK and YCCK -> 3 (TF converts CMYK itself, as Pillow
            does when there is an Adobe marker, which CMYK JPEGs carry). MPO: the first image.
-           EXIF orientation is ignored, so the stored size is the unrotated one. Lossless (SOF3)
+           EXIF orientation is ignored (in every format), so the stored size is the unrotated one. Lossless (SOF3)
            fails; arithmetic-coded and hierarchical ones are not trusted. TF also fails where
            Pillow does not: no end-of-image marker, or a segment running past the end.
 PNG        Anything libpng reads: 1-16 bits, interlaced, APNG (its default image). Channels follow
@@ -31,6 +31,11 @@ BMP        TF reads bpp/8 bytes per pixel whatever the compression or palette sa
 WebP       Still: 3 channels, or 4 with alpha. Animated WebP corrupts TF 2.21's heap (the process
            aborts), so it is re-encoded.
 Others     TIFF, JPEG 2000, ICO, PPM, TGA, AVIF, ...: unknown to TF, re-encoded.
+
+EXIF orientation: TF decodes the stored pixels, where a photo viewer turns or mirrors them as the
+EXIF orientation tag says (phone photos held sideways). `orientation` reports what a record keeps
+of it; `Encoding.upright` re-encodes such sources turned as a viewer shows them instead (lossy
+JPEGs to JPEG again, the rest to PNG).
 
 Re-encoding keeps what the source has: lossy JPEGs become RGB (or grey) JPEG (quality 95 unless
 configured); all else becomes PNG, keeping grey, alpha, palettes and 16-bit depth. It keeps the
@@ -54,7 +59,7 @@ import logging
 import re
 import struct
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 _LOG = logging.getLogger(__name__)
 
@@ -129,6 +134,7 @@ class CheckedImage:
     channels: int  # exactly what tf.io.decode_image(data, expand_animations=False) returns
     converted: bool  # True when data is a re-encoding
     frames: int = 1  # of a re-encoded source, which data holds the first of (1 for one stored as is)
+    orientation: int = 1  # the source's EXIF orientation (2-8), not applied to data (TF ignores it); 1: none or applied
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +144,7 @@ class Encoding:
     jpeg_only: bool = False  # every source that is not a JPEG TF decodes becomes an RGB JPEG
     jpeg_quality: int = 95  # of every JPEG written here
     alpha: str = "composite"  # jpeg_only: transparency composited on white, or dropped
+    upright: bool = False  # sources with an EXIF orientation re-encoded as a viewer shows them
 
     def __post_init__(self):
         if not 1 <= self.jpeg_quality <= 100:
@@ -176,10 +183,28 @@ def _check(data: bytes, max_pixels: int, encoding: Encoding) -> CheckedImage:
         raise BadImage("dimensions", f"{width}x{height} is {width * height:,} pixels; the limit is {max_pixels:,}")
     with _pillow_errors("decode", f"bad {im.format} data"):
         channels = _NATIVE.get(im.format, _load)(im, data)
+    orientation = _orientation(im)
     is_jpeg = im.format in ("JPEG", "MPO")
+    if orientation != 1 and encoding.upright:  # reopened: a JPEG was loaded at 1/8 scale
+        return _reencode(_open(data), _lossy(is_jpeg, data), encoding, orientation)
     if channels and (is_jpeg or not encoding.jpeg_only):
-        return CheckedImage(data, "jpeg" if is_jpeg else im.format.lower(), height, width, channels, False)
-    return _reencode(im, is_jpeg and _jpeg_frame(data)[0] not in _JPEG_LOSSLESS, encoding)
+        fmt = "jpeg" if is_jpeg else im.format.lower()
+        return CheckedImage(data, fmt, height, width, channels, False, orientation=orientation)
+    return dataclasses.replace(_reencode(im, _lossy(is_jpeg, data), encoding), orientation=orientation)
+
+
+def _lossy(is_jpeg: bool, data: bytes) -> bool:
+    return is_jpeg and _jpeg_frame(data)[0] not in _JPEG_LOSSLESS
+
+
+def _orientation(im: Image.Image) -> int:
+    """The EXIF orientation tag, 2-8; 1 when there is none, it says upright, or the EXIF does not
+    parse (TF ignores EXIF, so it is no reason to refuse an image)."""
+    try:
+        orientation = im.getexif().get(0x0112, 1)
+    except _DATA_ERRORS:
+        return 1
+    return orientation if orientation in range(2, 9) else 1
 
 
 def _bomb_reason(error: Exception, max_pixels: int) -> str:
@@ -359,10 +384,13 @@ def _webp(im: Image.Image, data: bytes) -> int | None:
 _NATIVE = {"JPEG": _jpeg, "MPO": _jpeg, "PNG": _png, "GIF": _gif, "BMP": _bmp, "WEBP": _webp}
 
 
-def _reencode(im: Image.Image, lossy: bool, encoding: Encoding) -> CheckedImage:
+def _reencode(im: Image.Image, lossy: bool, encoding: Encoding, orientation: int = 1) -> CheckedImage:
     """JPEG for lossy JPEG sources (lossy already) and, with jpeg_only, for all others (as RGB);
-    else lossless PNG."""
+    else lossless PNG. Turned as EXIF `orientation` says, if not 1."""
+    source = im
     with _pillow_errors("convert", f"cannot re-encode {im.format} {im.mode}"):
+        if orientation != 1:
+            im = ImageOps.exif_transpose(im)
         if lossy or encoding.jpeg_only:
             out = im if lossy and im.mode in ("L", "RGB") else _rgb(im, encoding.alpha)
             fmt, options, channels = "JPEG", {"quality": encoding.jpeg_quality}, 1 if out.mode == "L" else 3
@@ -378,9 +406,9 @@ def _reencode(im: Image.Image, lossy: bool, encoding: Encoding) -> CheckedImage:
             channels = _PNG_MODE_CHANNELS.get(mode) or (4 if "transparency" in out.info else 3)
         buffer = io.BytesIO()
         out.save(buffer, fmt, **options)
-    with _pillow_errors("decode", f"bad {im.format} data"):  # counting frames reads past the first
+    with _pillow_errors("decode", f"bad {source.format} data"):  # counting frames reads past the first
         # An MPO's further images are other views or previews of its first (many camera JPEGs are MPO)
-        frames = 1 if im.format == "MPO" else getattr(im, "n_frames", 1)
+        frames = 1 if source.format == "MPO" else getattr(source, "n_frames", 1)
     return CheckedImage(buffer.getvalue(), fmt.lower(), out.height, out.width, channels, True, frames)
 
 

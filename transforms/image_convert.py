@@ -105,6 +105,7 @@ class ImageConverter:
             outcome.first_frame,
             outcome.source,
             outcome.digest,
+            outcome.orientation,
         )
         return written, bytes_read
 
@@ -128,8 +129,9 @@ class ImageConverter:
         features = image_features(s.keys, image, label_id + s.label_offset, source.label, source.uri, source.key)
         example = encode_example(features)
         first_frame = FirstFrame(source.uri, image.frames) if image.frames > 1 else None
+        digest = content_digest(data)
         record = Record(
-            source.split, source.label, image.converted, example, first_frame, source.uri, content_digest(data)
+            source.split, source.label, image.converted, example, first_frame, source.uri, digest, image.orientation
         )
         return record, len(data)
 

@@ -45,6 +45,7 @@ class Record(NamedTuple):
     first_frame: FirstFrame | None = None
     source: str = ""
     digest: bytes = b""
+    orientation: int = 1  # the source's EXIF orientation, not applied (transforms.image_check)
 
 
 class Written(NamedTuple):
@@ -60,6 +61,7 @@ class Written(NamedTuple):
     first_frame: FirstFrame | None = None
     source: str = ""
     digest: bytes = b""
+    orientation: int = 1
 
 
 class Skipped(NamedTuple):
@@ -76,6 +78,18 @@ class DeadLetter(NamedTuple):
         return json.dumps(self._asdict(), ensure_ascii=False, sort_keys=True)
 
 
+# What a viewer does to show an image of each EXIF orientation, in exiftool's words.
+EXIF_ORIENTATIONS = {
+    2: "Mirror horizontal",
+    3: "Rotate 180",
+    4: "Mirror vertical",
+    5: "Mirror horizontal and rotate 270 CW",
+    6: "Rotate 90 CW",
+    7: "Mirror horizontal and rotate 90 CW",
+    8: "Rotate 270 CW",
+}
+
+
 def _add(counts: dict[str, int], key: str, n: int = 1) -> None:
     counts[key] = counts.get(key, 0) + n
 
@@ -90,6 +104,8 @@ class OutcomeSummary:
     converted: int = 0  # records whose image was re-encoded
     first_frames: int = 0  # ... from the first of several frames
     first_frame_example: FirstFrame | None = None  # of those, the one of the first source by name
+    turned: int = 0  # records of sources with an EXIF orientation they do not apply
+    turned_example: tuple[str, int] | None = None  # of those, (source, orientation) of the first by name
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # per extension
     errors: dict[str, int] = dataclasses.field(default_factory=dict)  # per stage
     same_content: SameContentSummary = dataclasses.field(default_factory=SameContentSummary)
@@ -105,6 +121,8 @@ class OutcomeSummary:
             self.converted += outcome.converted
             if outcome.first_frame:
                 self._add_first_frames(1, outcome.first_frame)
+            if outcome.orientation != 1:
+                self._add_turned(1, (outcome.source, outcome.orientation))
         elif isinstance(outcome, Skipped):
             _add(self.skipped, outcome.extension)
         elif isinstance(outcome, SameContent):
@@ -128,15 +146,33 @@ class OutcomeSummary:
         self.same_content.merge(other.same_content)
         if other.first_frames:
             self._add_first_frames(other.first_frames, other.first_frame_example)
+        if other.turned:
+            self._add_turned(other.turned, other.turned_example)
 
     def _add_first_frames(self, n: int, example: FirstFrame) -> None:
         self.first_frames += n
         if self.first_frame_example is None or example.source < self.first_frame_example.source:
             self.first_frame_example = example
 
+    def _add_turned(self, n: int, example: tuple[str, int]) -> None:
+        self.turned += n
+        if self.turned_example is None or example < self.turned_example:
+            self.turned_example = example
+
     def warnings(self) -> list[str]:
         """What the manifest must tell readers about these outcomes."""
-        return self._first_frames_warnings() + self.same_content.warnings()
+        return self._first_frames_warnings() + self._turned_warnings() + self.same_content.warnings()
+
+    def _turned_warnings(self) -> list[str]:
+        if not self.turned:
+            return []
+        source, orientation = self.turned_example
+        return [
+            f"{self.turned:,} source(s) have an EXIF orientation, which TensorFlow's decoders ignore: their records "
+            "decode as stored, turned or mirrored from what a photo viewer shows (for example "
+            f"{source}: orientation {orientation}, {EXIF_ORIENTATIONS[orientation]!r} as exiftool names it); "
+            "image.exif_orientation: apply stores them as a viewer shows them"
+        ]
 
     def _first_frames_warnings(self) -> list[str]:
         if not self.first_frames:

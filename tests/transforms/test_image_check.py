@@ -69,7 +69,7 @@ VARIANTS = {
     ),
     "jpeg CMYK (Adobe)": V(lambda: bi.image_bytes("JPEG", "CMYK"), "as is", 3, "close"),
     "jpeg YCCK": V(bi.ycck_jpeg, "as is", 3, "close"),
-    "jpeg EXIF-rotated": V(bi.exif_rotated_jpeg, "as is", 3, "close"),  # stored unrotated, like TF decodes it
+    "jpeg EXIF-rotated": V(bi.exif_oriented, "as is", 3, "close"),  # stored unrotated, like TF decodes it
     "mpo": V(bi.mpo, "as is", 3, "close"),
     "jpeg lossless": V(bi.lossless_jpeg, "png", 3),
     "jpeg arithmetic-coded (stand-in)": V(bi.jpeg_relabelled, "jpeg", 3, "close"),
