@@ -33,6 +33,7 @@ setuptools.setup(
         "google-cloud-storage>=2.18.2,<4",  # conditional writes (leases): pipeline/storage.py; as Beam's [gcp] pins it
         "google-crc32c>=1.6,<2",  # TFRecord CRCs when reading shards back: pipeline/tfrecord_reader.py
         "isal>=1.7,<2",  # ISA-L gzip for Beam's GZIP writes: transforms/gzip_codec.py
+        "xxhash>=3.4,<4",  # sources with the same bytes: transforms/same_content.py
         "pillow>=11,<13",
         "protobuf>=4.25,<7",  # tf.train.Example without TensorFlow: transforms/example_proto.py
         "pydantic>=2",  # typed settings: pipeline/config.py

@@ -224,7 +224,7 @@ def print_per_image_costs(costs: dict, results: dict, runs: int) -> None:
         f"{costs['header_only_us']:.0f} us, check_image {costs['check_image_us']:.0f} us{share('check_image_us')}; "
         f"GZIP: stdlib zlib {costs['gzip_zlib_us']:.0f} us, ISA-L {costs['gzip_isal_us']:.0f} us, "
         f"stored blocks (what the pipeline writes for payloads that do not compress) {costs['gzip_stored_us']:.0f} us; "
-        f"SHA-256 of the source (to find copies) {costs['content_digest_us']:.0f} us{share('content_digest_us')}; "
+        f"XXH3-128 of the source (to find copies) {costs['content_digest_us']:.0f} us{share('content_digest_us')}; "
         f"read-back before publishing {costs['read_back_us']:.0f} us{share('read_back_us')}"
     )
 

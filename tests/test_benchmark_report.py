@@ -52,7 +52,7 @@ def test_per_image_costs_are_shares_of_the_pipelines_cpu_time_per_image(capsys):
 
     printed = capsys.readouterr().out
     assert "check_image 1050 us (50% of the pipeline's CPU time per image)" in printed
-    assert "SHA-256 of the source (to find copies) 63 us (3% of the pipeline's CPU time per image)" in printed
+    assert "XXH3-128 of the source (to find copies) 63 us (3% of the pipeline's CPU time per image)" in printed
     assert "read-back before publishing 42 us (2% of the pipeline's CPU time per image)" in printed
 
 

@@ -3,7 +3,6 @@ TensorFlow and checked record by record against their sources."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import itertools
 import os
@@ -30,6 +29,7 @@ from tests import broken_images
 from tests.dataset_reader import load_manifest, load_rejected, read_dead_letters, read_split
 from transforms import listing_handover
 from transforms.gzip_pieces import HEADER
+from transforms.same_content import content_digest
 from transforms.splits import assign_split
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample"
@@ -413,7 +413,7 @@ def copy_named(root: pathlib.Path, original: str, folder: str, same_split: bool)
 @pytest.mark.parametrize("runner", [[], ["--direct_num_workers", "2"]], ids=["lean", "parallel"])
 def test_sources_with_the_same_bytes_are_records_and_named_in_the_warnings(tmp_path, runner, capsys):
     """One photo copied into the other split, one under another label, one beside itself: every
-    copy is a record, and each kind of copy is a warning that names two of them and their SHA-256."""
+    copy is a record, and each kind of copy is a warning that names two of them and their digest."""
     root = tmp_path / "photos"
     for label in ("circle", "square"):
         (root / label).mkdir(parents=True)
@@ -432,8 +432,8 @@ def test_sources_with_the_same_bytes_are_records_and_named_in_the_warnings(tmp_p
     def example(original, copy, split_shown=False):
         split = {n: f" (split {assign_split(n, FRACTIONS)!r})" if split_shown else "" for n in (original, copy)}
         shown = [f"{root / n}{split[n]}" for n in (original, copy)]
-        digest = hashlib.sha256((root / original).read_bytes()).hexdigest()
-        return f"for example {shown[0]} and {shown[1]}, sha256 {digest})"
+        digest = content_digest((root / original).read_bytes()).hex()
+        return f"for example {shown[0]} and {shown[1]}, xxh128 {digest})"
 
     splits_warning, labels_warning, repeated_warning = manifest.warnings
     assert splits_warning.startswith("1 image(s) are stored in more than one split")
@@ -441,7 +441,7 @@ def test_sources_with_the_same_bytes_are_records_and_named_in_the_warnings(tmp_p
     assert labels_warning == (
         f"1 image(s) are stored under more than one label (2 sources in all; for example {root / 'circle/0002.jpg'} "
         f"(label 'circle') and {root / under_labels} (label 'square'), "
-        f"sha256 {hashlib.sha256((root / 'circle/0002.jpg').read_bytes()).hexdigest()})"
+        f"xxh128 {content_digest((root / 'circle/0002.jpg').read_bytes()).hex()})"
     )
     assert repeated_warning.startswith("1 image(s) are stored more than once in one split under one label")
     assert repeated_warning.endswith(example("circle/0003.jpg", repeated))

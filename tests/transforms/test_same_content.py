@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 
 from transforms.outcomes import OutcomeSummary
@@ -20,12 +19,12 @@ from transforms.same_content import (
 
 
 def group(*copies: tuple[str, str, str]) -> SameContent:
-    [found] = same_content(hashlib.sha256(repr(sorted(copies)).encode()).digest(), [Copy(*c) for c in copies])
+    [found] = same_content(content_digest(repr(sorted(copies)).encode()), [Copy(*c) for c in copies])
     return found
 
 
-def test_the_digest_is_sha256sum_s():
-    assert content_digest(b"abc").hex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+def test_the_digest_is_xxhsums_xxh128():
+    assert content_digest(b"").hex() == "99aa06d3014798d86001c324468d497f"  # xxHash's published test vector
 
 
 def test_one_source_is_no_group_and_copies_are_sorted():
@@ -80,11 +79,11 @@ def test_the_warnings_name_two_copies_that_differ_and_the_digest():
     assert summary_of(GROUPS).warnings() == [
         "2 image(s) are stored in more than one split: evaluation sees training images, and its metrics "
         "overstate (5 sources in all; for example b/1.jpg (split 'train') and b/2.jpg (split 'validation'), "
-        f"sha256 {splits.digest.hex()})",
+        f"xxh128 {splits.digest.hex()})",
         "1 image(s) are stored under more than one label (2 sources in all; for example d/1.jpg (label 'cat') "
-        f"and d/2.jpg (label 'dog'), sha256 {labels.digest.hex()})",
+        f"and d/2.jpg (label 'dog'), xxh128 {labels.digest.hex()})",
         "2 image(s) are stored more than once in one split under one label: each copy counts as another image "
-        f"(5 sources in all; for example a/1.jpg and a/2.jpg, sha256 {repeated.digest.hex()})",
+        f"(5 sources in all; for example a/1.jpg and a/2.jpg, xxh128 {repeated.digest.hex()})",
     ]
     # In a group of three, the example's second copy is the first that differs from the first.
     assert "c/3.jpg (split 'validation')" in summary_of([GROUPS[2]]).warnings()[0]
