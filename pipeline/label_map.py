@@ -39,6 +39,23 @@ def kept_ids(previous: tuple[str, ...], labels: tuple[str, ...]) -> tuple[str, .
     return previous + tuple(sorted(set(labels) - set(previous)))
 
 
+def missing_from_split_warnings(records: dict[str, dict[str, int]]) -> list[str]:
+    """A warning per split that holds records but none of some labels other splits hold
+    (`records`: split -> label -> records): a class with few sources can hash into one split alone,
+    and then training never sees it, or evaluation never measures it."""
+    held = {label for counts in records.values() for label, n in counts.items() if n}
+    found = []
+    for split, counts in sorted(records.items()):
+        missing = sorted(label for label in held if not counts.get(label))
+        if missing and any(counts.values()):
+            found.append(
+                f"{len(missing)} label(s) have records, but none in split {split!r}: "
+                f"{', '.join(map(ascii, missing[:10]))}{' and more' if len(missing) > 10 else ''} (the split hash "
+                f"put all their sources elsewhere: {split!r} cannot teach or measure them)"
+            )
+    return found
+
+
 def new_labels_warnings(labels: tuple[str, ...], kept: int) -> list[str]:
     """A warning naming the labels a refresh added after the `kept` ids of its previous version: a
     model trained on that version has no output for them, and a scheduled refresh has nobody

@@ -20,7 +20,12 @@ from pipeline import storage
 from pipeline.contract.features import IMAGE_KEY_DTYPES
 from pipeline.contract.layout import INDEX_SUFFIX, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, join
 from pipeline.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
-from pipeline.label_map import alike_labels_warnings, empty_labels_warnings, new_labels_warnings
+from pipeline.label_map import (
+    alike_labels_warnings,
+    empty_labels_warnings,
+    missing_from_split_warnings,
+    new_labels_warnings,
+)
 from pipeline.lease import lease_problems
 from pipeline.planning import Plan
 from pipeline.readback import shard_problems
@@ -175,6 +180,7 @@ def build_manifest(
             *summary.warnings(),
             *alike_labels_warnings(plan.label_map),
             *empty_labels_warnings(plan.label_map, summary.labels),
+            *missing_from_split_warnings(summary.labels),
             *new_labels_warnings(plan.label_map, plan.kept_labels),
         ),
     )

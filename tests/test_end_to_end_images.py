@@ -382,6 +382,9 @@ def test_class_folders_a_person_reads_as_one_stay_apart_with_a_warning(tmp_path,
     assert manifest.warnings == (
         "labels 'cafe\\u0301', 'caf\\xe9' differ only in case, Unicode form or spaces: each is a class of its own; "
         "rename the folders or CSV labels to one spelling to merge them",
+        # Two photos each: both cafés' hash into train alone (dog's do not).
+        "2 label(s) have records, but none in split 'validation': 'cafe\\u0301', 'caf\\xe9' (the split hash put all "
+        "their sources elsewhere: 'validation' cannot teach or measure them)",
     )
     assert f"warning: {manifest.warnings[0]}" in capsys.readouterr().out
 

@@ -2,7 +2,13 @@
 
 import unicodedata
 
-from pipeline.label_map import alike_labels_warnings, empty_labels_warnings, kept_ids, new_labels_warnings
+from pipeline.label_map import (
+    alike_labels_warnings,
+    empty_labels_warnings,
+    kept_ids,
+    missing_from_split_warnings,
+    new_labels_warnings,
+)
 
 NFC, NFD = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
 
@@ -44,3 +50,14 @@ def test_labels_a_refresh_added_are_named():
     ]
     assert new_labels_warnings(labels, 5) == []
     assert new_labels_warnings(labels, 0) == []  # no previous version
+
+
+def test_labels_missing_from_a_split_that_holds_others_are_named():
+    records = {"train": {"cat": 5, "dog": 4, "emu": 1, "owl": 0}, "validation": {"cat": 2, "gnu": 1}, "test": {}}
+    assert missing_from_split_warnings(records) == [
+        "1 label(s) have records, but none in split 'train': 'gnu' (the split hash put all their sources "
+        "elsewhere: 'train' cannot teach or measure them)",
+        "2 label(s) have records, but none in split 'validation': 'dog', 'emu' (the split hash put all their "
+        "sources elsewhere: 'validation' cannot teach or measure them)",
+    ]  # 'test' holds no records at all, and 'owl' none anywhere (empty_labels_warnings names it)
+    assert missing_from_split_warnings({"train": {"cat": 3}, "validation": {"cat": 1}}) == []
