@@ -23,7 +23,7 @@ from transforms.same_content import CONTENT
 from transforms.shard_parts import SHARD_PARTS, FinalizeShards, ShardLayout
 from transforms.sources import ListClassFolders, ReadImageCsv
 from transforms.tabular import EncodeRows, InferSchema, ListCsvFiles, ReadCsvRows
-from transforms.write import WriteDeadLetters, WriteSplits
+from transforms.write import WriteCopies, WriteDeadLetters, WriteSplits
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +156,9 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
         processes=shard_check_processes(p.options, publication.folder),
     )
     schema_side = beam.pvalue.AsSingleton(outcomes.schema) if outcomes.schema is not None else None
+    copies_side = ()  # a tabular run finds no copies
+    if outcomes.same_content is not None:
+        copies_side = beam.pvalue.AsList(outcomes.same_content | "WriteCopies" >> WriteCopies(publication.folder))
     settings = RunSettings(
         publication.run, to_dict(config), config.image_keys, config.max_error_fraction, config.image.label_offset
     )
@@ -170,5 +173,6 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
             beam.pvalue.AsList(outcomes.shard_files),
             beam.pvalue.AsList(error_files),
             schema_side,
+            copies_side,
         )
     )

@@ -32,7 +32,7 @@ from pipeline.contract.layout import (
     is_reader_metadata,
     join,
 )
-from pipeline.contract.manifest import Manifest, ManifestError, SplitInfo, read_rejected_manifest
+from pipeline.contract.manifest import Manifest, ManifestError, read_rejected_manifest
 from pipeline.lease import LEASE_NAME
 from pipeline.publish import rejected_if_untrusted, with_reader_metadata, write_manifest
 
@@ -51,7 +51,7 @@ def committed_manifest(output: str) -> Manifest | None:
 
 def referenced(manifest: Manifest) -> set[str]:
     """The paths (relative to the folder) that a manifest names, itself included."""
-    return {MANIFEST_NAME, *_files(manifest.splits, manifest.error_files), *manifest.metadata_files}
+    return {MANIFEST_NAME, *_files(manifest), *manifest.metadata_files}
 
 
 def leftovers(output: str, committed: Manifest | None, keep: frozenset[str] = frozenset()) -> list[str]:
@@ -100,12 +100,17 @@ def _relocated(manifest: Manifest, subfolder: str) -> Manifest:
         for name, split in manifest.splits.items()
     }
     return dataclasses.replace(
-        manifest, splits=splits, error_files=tuple(join(subfolder, f) for f in manifest.error_files)
+        manifest,
+        splits=splits,
+        error_files=tuple(join(subfolder, f) for f in manifest.error_files),
+        copies_files=tuple(join(subfolder, f) for f in manifest.copies_files),
     )
 
 
-def _files(splits: dict[str, SplitInfo], error_files: tuple[str, ...]) -> list[str]:
-    return [f for split in splits.values() for f in (*split.shards, *split.index_files)] + list(error_files)
+def _files(manifest: Manifest) -> list[str]:
+    """The records' files and the reports beside them that a manifest names."""
+    splits = manifest.splits.values()
+    return [f for split in splits for f in (*split.shards, *split.index_files)] + list(manifest.report_files)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +138,7 @@ class FolderPublication:
         # The previous TFDS metadata describes the shards about to be replaced: a TFDS reader
         # finds none until the new one is written.
         remove([p for p in leftovers(self.output, staged) if is_reader_metadata(storage.basename(p))])
-        for name in _files(manifest.splits, manifest.error_files):
+        for name in _files(manifest):
             storage.copy(join(self.folder, name), join(self.output, name))
         manifest = with_reader_metadata(self.output, manifest)
         write_manifest(self.output, manifest)
@@ -152,7 +157,7 @@ class FolderPublication:
             return None
         rejected = read_rejected_manifest(self.folder, storage.read_text)
         ours = rejected is not None and rejected.run == self.run
-        keep = {REJECTED_MANIFEST_NAME, *rejected.error_files} if ours else set()
+        keep = {REJECTED_MANIFEST_NAME, *rejected.report_files} if ours else set()
         if self.staged:
             keep = {join(STAGING_PREFIX + self.run, name) for name in keep}
             remove([p for p in leftovers(self.output, committed, frozenset(keep)) if self.run in p])

@@ -136,6 +136,7 @@ def build_manifest(
     error_files,
     schema: dict[str, ColumnType] | None,
     created: str,
+    copies_files=(),
 ) -> Manifest:
     shards = sorted((c.name, c.records) for c in counted)
     splits = {}
@@ -163,6 +164,7 @@ def build_manifest(
         label_map=plan.label_map,
         label_offset=settings.label_offset if schema is None else 0,
         error_files=tuple(sorted(storage.basename(f) for f in error_files)),
+        copies_files=tuple(sorted(storage.basename(f) for f in copies_files)),
         errors_by_stage=dict(sorted(summary.errors.items())),
         skipped_by_extension=dict(sorted(summary.skipped.items())),
         max_error_fraction=settings.max_error_fraction,
@@ -215,10 +217,12 @@ class PublishManifest(beam.DoFn):
     def __init__(self, plan: Plan, settings: RunSettings, publication: Publication):
         self.plan, self.settings, self.publication = plan, settings, publication
 
-    def process(self, _, summary: OutcomeSummary, counted, shard_files, error_files, schema):
+    def process(self, _, summary: OutcomeSummary, counted, shard_files, error_files, schema, copies_files):
         stopping.check()  # a stopped run publishes nothing
         created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        manifest = build_manifest(self.plan, self.settings, summary, counted, error_files, schema, created)
+        manifest = build_manifest(
+            self.plan, self.settings, summary, counted, error_files, schema, created, copies_files
+        )
         found = problems(self.plan, manifest, counted, shard_files)
         self.publication.publish(dataclasses.replace(manifest, rejected=tuple(found)))
         yield join(self.plan.output, MANIFEST_NAME)

@@ -52,7 +52,7 @@ def run_summary(manifest: Manifest, output: str, seconds: float) -> str:
     if c.errors:
         by_stage = ", ".join(f"{stage} {n}" for stage, n in manifest.errors_by_stage.items())
         lines.append(f"  errors by stage: {by_stage}; details in {', '.join(manifest.error_files)}")
-    lines += [f"  warning: {warning}" for warning in manifest.warnings]
+    lines += _warning_lines(manifest)
     rate = (c.listed - c.skipped) / seconds if seconds else 0.0
     lines.append(f"  elapsed {seconds:.1f} s, {rate:.0f} sources/s")
     return "\n".join(lines)
@@ -104,8 +104,15 @@ def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> st
         )
     if m.errors_by_stage:
         lines.append("  errors by stage: " + ", ".join(f"{k} {v}" for k, v in m.errors_by_stage.items()))
-    lines += [f"  warning: {warning}" for warning in m.warnings]
+    lines += _warning_lines(m)
     return "\n".join(lines)
+
+
+def _warning_lines(manifest: Manifest) -> list[str]:
+    lines = [f"  warning: {warning}" for warning in manifest.warnings]
+    if manifest.copies_files:
+        lines.append(f"  every group of sources with the same bytes: {', '.join(manifest.copies_files)}")
+    return lines
 
 
 def rejected_summary(dest: str, manifest: Manifest) -> str:

@@ -136,6 +136,6 @@ class VersionPublication:
             storage.delete_folder(self.folder)
             return None
         rejected = Manifest.from_json(text)
-        keep = {REJECTED_MANIFEST_NAME, *rejected.error_files}
+        keep = {REJECTED_MANIFEST_NAME, *rejected.report_files}
         storage.delete([p for p in storage.files_below(self.folder) if p[len(self.folder) + 1 :] not in keep])
         return rejected

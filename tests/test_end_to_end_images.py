@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import os
 import pathlib
 import shutil
@@ -218,6 +219,8 @@ def test_error_budget_exceeded_still_reports_then_fails(messy_folder, tmp_path):
     assert manifest.error_budget_exceeded and manifest.counts.errors == len(BROKEN)
     assert not list(out.glob("*.tfrecord.gz"))
     assert len(read_dead_letters(out)) == len(BROKEN)
+    # Its reports stay, the copies one too (circle/UPPER_CASE.JPG is a copy of circle/0001.jpg).
+    assert [p.name for p in out.glob("copies-*")] == list(manifest.copies_files) == ["copies-00000-of-00001.jsonl"]
 
 
 @pytest.mark.parametrize("processes", [0, 2])
@@ -450,6 +453,24 @@ def test_sources_with_the_same_bytes_are_records_and_named_in_the_warnings(tmp_p
     assert repeated_warning.endswith(example("circle/0003.jpg", repeated))
     printed = capsys.readouterr().out
     assert all(f"warning: {w}" in printed for w in manifest.warnings)
+
+    # Every group is in the copies report, which the manifest names; an overwrite (staged, then
+    # moved in) keeps it, and a run without copies writes none.
+    pairs = {"circle/0001.jpg": in_splits, "circle/0002.jpg": under_labels, "circle/0003.jpg": repeated}
+    assert main(["--input", str(root), "--output", str(out), "--overwrite", *runner]) == 0
+    assert load_manifest(out).copies_files == ("copies-00000-of-00001.jsonl",)
+    report = [json.loads(line) for line in (out / "copies-00000-of-00001.jsonl").read_text().splitlines()]
+    expected = sorted(sorted(str(root / n) for n in pair) for pair in pairs.items())
+    assert sorted([c["source"] for c in group["copies"]] for group in report) == expected
+    for group in report:
+        names = [pathlib.Path(c["source"]).relative_to(root).as_posix() for c in group["copies"]]
+        assert group["xxh128"] == content_digest((root / names[0]).read_bytes()).hex()
+        assert [c["split"] for c in group["copies"]] == [assign_split(n, FRACTIONS) for n in names]
+    assert not list(out.glob(".staging-*"))
+    for copy in (in_splits, under_labels, repeated):
+        (root / copy).unlink()
+    assert main(["--input", str(root), "--output", str(out), "--overwrite", *runner]) == 0
+    assert (load_manifest(out).copies_files, list(out.glob("copies-*"))) == ((), [])
 
 
 @pytest.mark.parametrize("runner", [[], ["--direct_num_workers", "2"]], ids=["lean", "parallel"])

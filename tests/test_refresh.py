@@ -4,6 +4,7 @@ failed runs, retention; on local disk and on the GCS emulator (real Beam runs, n
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import pathlib
 import shutil
@@ -388,3 +389,17 @@ def test_a_new_class_keeps_every_earlier_class_id(store, tmp_path):
         for record in read_split(folder, split)
     }
     assert ids == {"circle": 0, "square": 1, "triangle": 2, "apple": 3}
+
+
+def test_a_version_holds_its_copies_report(store, tmp_path):
+    """Written beside the version's records, on GCS as locally, and named by its manifest."""
+    keys = seed_input(store)
+    store.put("in/triangle/copy.jpg", (SAMPLE / keys[0]).read_bytes())
+    assert refresh(store) == 0
+    version = latest(store)
+    folder = store.download(f"root/{version}", tmp_path / version)
+    manifest = load_manifest(folder)
+    assert manifest.copies_files == ("copies-00000-of-00001.jsonl",)
+    [group] = [json.loads(line) for line in (folder / manifest.copies_files[0]).read_text().splitlines()]
+    assert [c["label"] for c in group["copies"]] == [keys[0].split("/")[0], "triangle"]
+    assert any(w.startswith("1 image(s) are stored under more than one label") for w in manifest.warnings)

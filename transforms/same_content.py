@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -43,6 +44,11 @@ class SameContent(NamedTuple):
 
     digest: bytes
     copies: tuple[Copy, ...]
+
+    def to_json(self) -> str:
+        """One line of the run's copies report (pipeline.contract.layout)."""
+        copies = [c._asdict() for c in self.copies]
+        return json.dumps({"xxh128": self.digest.hex(), "copies": copies}, ensure_ascii=False, sort_keys=True)
 
     def kinds(self) -> tuple[str, ...]:
         kinds = tuple(

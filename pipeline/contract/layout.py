@@ -6,6 +6,7 @@
     dataset_info.json, features.json     uncompressed only: TFDS metadata (pipeline.tfds_metadata),
     <label key>.labels.txt               and its class names
     errors-00000-of-00001.jsonl          dead letters, one JSON object a line
+    copies-00000-of-00001.jsonl          sources with the same bytes, a group a line (only when there are)
     manifest.json                        written last: its presence means the dataset is complete
     manifest.rejected.json               written instead by a run that must not be trusted
     .shard-parts/                        while a local run writes: each bundle's part of each shard
@@ -23,6 +24,7 @@ MANIFEST_NAME = "manifest.json"
 REJECTED_MANIFEST_NAME = "manifest.rejected.json"
 TEMPORARY_SUFFIX = ".tmp"  # written, then renamed into place
 ERRORS_PREFIX = "errors"
+COPIES_PREFIX = "copies"
 SHARD_PARTS_FOLDER = ".shard-parts"  # transforms.shard_parts; gone once the shards are final
 
 
@@ -92,7 +94,7 @@ def is_dataset_file(name: str) -> bool:
     records = name.removesuffix(INDEX_SUFFIX)
     return (
         any(template.parse(records) is not None for template in _RECORD_FILES.values())
-        or (errors is not None and errors.prefix == ERRORS_PREFIX)
+        or (errors is not None and errors.prefix in (ERRORS_PREFIX, COPIES_PREFIX))
         or name in (MANIFEST_NAME, MANIFEST_NAME + TEMPORARY_SUFFIX)
         or is_reader_metadata(name)
     )

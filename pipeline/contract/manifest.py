@@ -113,6 +113,8 @@ class Manifest:
     # What the image label feature holds is label id + label_offset (1 for ImageNet-style readers).
     label_offset: int = 0
     error_files: tuple[str, ...] = ()
+    # Image kinds: the groups of sources with the same bytes, a JSON object a line (none: no copies).
+    copies_files: tuple[str, ...] = ()
     errors_by_stage: dict[str, int] = dataclasses.field(default_factory=dict)
     skipped_by_extension: dict[str, int] = dataclasses.field(default_factory=dict)
     max_error_fraction: float = 0.0
@@ -133,6 +135,11 @@ class Manifest:
 
     # Files written beside the dataset for other readers (TFDS metadata), relative to the folder.
     metadata_files: tuple[str, ...] = ()
+
+    @property
+    def report_files(self) -> tuple[str, ...]:
+        """The reports written beside the records: the error files and the copies files."""
+        return (*self.error_files, *self.copies_files)
 
     def __post_init__(self):
         if self.compression not in COMPRESSIONS:
@@ -194,7 +201,7 @@ class Manifest:
             }
             fields = {f.name for f in dataclasses.fields(cls)} - {"splits", "features", "counts"}
             rest = {k: body[k] for k in fields if k in body}
-            for key in ("label_map", "error_files", "rejected", "metadata_files", "warnings"):
+            for key in ("label_map", "error_files", "copies_files", "rejected", "metadata_files", "warnings"):
                 if key in rest:
                     rest[key] = tuple(rest[key])
             rest["listing"] = Listing(**rest["listing"]) if rest.get("listing") else None

@@ -60,6 +60,7 @@ def test_the_dataset_files_are_recognised_and_nothing_else():
         record_files(UNCOMPRESSED).name("train", 0, 2),
         record_files(UNCOMPRESSED).name("train", 0, 2) + INDEX_SUFFIX,
         ERROR_FILES.name("errors", 0, 1),
+        ERROR_FILES.name("copies", 0, 1),
         MANIFEST_NAME,
         MANIFEST_NAME + ".tmp",
         *TFDS_METADATA_FILES,

@@ -31,7 +31,9 @@ def manifest(**changes):
 
 
 def test_round_trip():
-    original = manifest(warnings=("column 'x' is stored as strings: ...",))
+    original = manifest(
+        warnings=("column 'x' is stored as strings: ...",), copies_files=("copies-00000-of-00001.jsonl",)
+    )
     assert Manifest.from_json(original.to_json()) == original
     body = json.loads(original.to_json())
     assert body["splits"]["train"]["shards"] == ["train-00000-of-00001.tfrecord.gz"]
