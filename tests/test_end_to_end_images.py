@@ -453,6 +453,9 @@ def test_sources_with_the_same_bytes_are_records_and_named_in_the_warnings(tmp_p
     assert repeated_warning.endswith(example("circle/0003.jpg", repeated))
     printed = capsys.readouterr().out
     assert all(f"warning: {w}" in printed for w in manifest.warnings)
+    assert "every group of sources with the same bytes: copies-00000-of-00001.jsonl" in printed
+    assert main(["inspect", str(out)]) == 0
+    assert "every group of sources with the same bytes: copies-00000-of-00001.jsonl" in capsys.readouterr().out
 
     # Every group is in the copies report, which the manifest names; an overwrite (staged, then
     # moved in) keeps it, and a run without copies writes none.
