@@ -7,8 +7,9 @@ copy in the same split and label counts twice. Only byte-identical copies are fo
 XXH3 of each source, what `xxhsum -H2` prints: a twentieth of SHA-256's cost, and no one gains by
 forging a collision here); a re-saved or resized copy is another image.
 
-No Beam here: the digest is taken where each source is read (transforms.image_convert), and the
-groups are reduced into the run's OutcomeSummary (transforms.outcomes).
+No Beam here: the digest is taken where each source is read (transforms.image_convert), the groups
+are reduced into the run's OutcomeSummary (transforms.outcomes), and each is a line of the run's
+copies report (transforms.write).
 """
 
 from __future__ import annotations
