@@ -39,6 +39,11 @@ def kept_ids(previous: tuple[str, ...], labels: tuple[str, ...]) -> tuple[str, .
     return previous + tuple(sorted(set(labels) - set(previous)))
 
 
+def _shown(labels: list[str] | tuple[str, ...]) -> str:
+    """Up to 10 labels, printed with ascii() so that look-alike spellings differ on the page."""
+    return ", ".join(map(ascii, labels[:10])) + (" and more" if len(labels) > 10 else "")
+
+
 def missing_from_split_warnings(records: dict[str, dict[str, int]]) -> list[str]:
     """A warning per split that holds records but none of some labels other splits hold
     (`records`: split -> label -> records): a class with few sources can hash into one split alone,
@@ -49,9 +54,8 @@ def missing_from_split_warnings(records: dict[str, dict[str, int]]) -> list[str]
         missing = sorted(label for label in held if not counts.get(label))
         if missing and any(counts.values()):
             found.append(
-                f"{len(missing)} label(s) have records, but none in split {split!r}: "
-                f"{', '.join(map(ascii, missing[:10]))}{' and more' if len(missing) > 10 else ''} (the split hash "
-                f"put all their sources elsewhere: {split!r} cannot teach or measure them)"
+                f"{len(missing)} label(s) have records, but none in split {split!r}: {_shown(missing)} (the split "
+                f"hash put all their sources elsewhere: {split!r} cannot teach or measure them)"
             )
     return found
 
@@ -64,9 +68,8 @@ def new_labels_warnings(labels: tuple[str, ...], kept: int) -> list[str]:
     if not new:
         return []
     return [
-        f"{len(new)} label(s) are new since the previous version, after its {kept} label(s): "
-        f"{', '.join(map(ascii, new[:10]))}{' and more' if len(new) > 10 else ''}; a model trained on that "
-        "version has no output for them"
+        f"{len(new)} label(s) are new since the previous version, after its {kept} label(s): {_shown(new)}; "
+        "a model trained on that version has no output for them"
     ]
 
 
@@ -77,7 +80,6 @@ def empty_labels_warnings(labels: tuple[str, ...], records: dict[str, dict[str, 
     if not empty:
         return []
     return [
-        f"{len(empty)} label(s) of the label map have no records: {', '.join(map(ascii, empty[:10]))}"
-        f"{' and more' if len(empty) > 10 else ''} (every source failed, or, in a refresh, none is left and "
-        "the class keeps its id); a model still has an output for each"
+        f"{len(empty)} label(s) of the label map have no records: {_shown(empty)} (every source failed, or, "
+        "in a refresh, none is left and the class keeps its id); a model still has an output for each"
     ]

@@ -35,8 +35,8 @@ class FirstFrame(NamedTuple):
 
 
 class Record(NamedTuple):
-    """An Example to write. An image's also names its source and the SHA-256 of the source's bytes
-    (transforms.same_content)."""
+    """An Example to write. An image's also names its source, the digest of the source's bytes
+    (transforms.same_content) and the EXIF orientation it does not apply."""
 
     split: str
     label: str
@@ -45,7 +45,7 @@ class Record(NamedTuple):
     first_frame: FirstFrame | None = None
     source: str = ""
     digest: bytes = b""
-    orientation: int = 1  # the source's EXIF orientation, not applied (transforms.image_check)
+    orientation: int = 1  # 2-8: the source's EXIF orientation, not applied (transforms.image_check)
 
 
 class Written(NamedTuple):
