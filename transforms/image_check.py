@@ -35,7 +35,8 @@ Others     TIFF, JPEG 2000, ICO, PPM, TGA, AVIF, ...: unknown to TF, re-encoded.
 EXIF orientation: TF decodes the stored pixels, where a photo viewer turns or mirrors them as the
 EXIF orientation tag says (phone photos held sideways). `orientation` reports what a record keeps
 of it; `Encoding.upright` re-encodes such sources turned as a viewer shows them instead (lossy
-JPEGs to JPEG again, the rest to PNG).
+JPEGs to JPEG again, the rest to PNG). It is read once the pixels are loaded: Pillow turns a TIFF
+as it loads it and drops the tag, so a TIFF reports none.
 
 Re-encoding keeps what the source has: lossy JPEGs become RGB (or grey) JPEG (quality 95 unless
 configured); all else becomes PNG, keeping grey, alpha, palettes and 16-bit depth. It keeps the
