@@ -9,6 +9,12 @@ import google_crc32c
 
 FRAMING_BYTES = 16  # per record: length (8), its CRC (4), the payload's CRC (4)
 
+# The largest Example TensorFlow 2.21 parses: one byte more and parse_example crashes the reading
+# process (at exactly 2**31 bytes) or reports its features missing (tests/transforms/
+# test_example_proto.py checks both against TF). The writer never frames a longer payload, and a
+# reader trusts no length field that claims one.
+MAX_EXAMPLE_BYTES = 2**31 - 1
+
 
 def masked_crc32c(data) -> int:
     """TFRecord's masked CRC-32C."""

@@ -1,8 +1,10 @@
 """Reading a TFRecord shard (GZIP or uncompressed) back record by record, checking what
 TensorFlow's reader checks (the GZIP stream, each record's framing and both CRCs) but saying where
-a file breaks: the record number and the reason. Plain Python, so it runs without TensorFlow, and
-without Beam for local files (remote ones load pipeline.storage when one is read), so a local run
-reads its shards back in processes of its own (pipeline.shard_check).
+a file breaks: the record number and the reason. A length field is trusted no further than
+MAX_EXAMPLE_BYTES, and a payload is read CHUNK_BYTES at a time, so a length the file does not back
+is "truncated" without the claimed size ever being allocated. Plain Python, so it runs without
+TensorFlow, and without Beam for local files (remote ones load pipeline.storage when one is read),
+so a local run reads its shards back in processes of its own (pipeline.shard_check).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from isal import igzip_lib  # inflates faster than zlib (README, Performance)
 
 from pipeline.contract.layout import GZIP, is_remote
-from pipeline.tfrecord_framing import FRAMING_BYTES, masked_crc32c
+from pipeline.tfrecord_framing import FRAMING_BYTES, MAX_EXAMPLE_BYTES, masked_crc32c
 
 CHUNK_BYTES = 1 << 20
 
@@ -48,6 +50,9 @@ def read_framed_records(path: str, compression: str = GZIP) -> Iterator[tuple[in
                 length, length_crc = struct.unpack("<QI", header)
                 if masked_crc32c(header[:8]) != length_crc:
                     raise RecordError(index, "length CRC mismatch (corrupt framing)")
+                if length > MAX_EXAMPLE_BYTES:
+                    reason = f"length {length:,} is over the {MAX_EXAMPLE_BYTES:,} bytes TensorFlow parses"
+                    raise RecordError(index, f"{reason} (corrupt framing)")
                 data, crc = stream.read(length), stream.read(4)
                 if len(data) + len(crc) < length + 4:
                     raise RecordError(index, f"truncated: {len(data) + len(crc)} of {length + 4} bytes of data and CRC")
@@ -70,14 +75,15 @@ def _open(path: str):
 
 
 class _Exact:
-    """`read(n)`: the next n bytes of an uncompressed file (fewer only at its end)."""
+    """`read(n)`: the next n bytes of an uncompressed file (fewer only at its end), read
+    CHUNK_BYTES at most at a time: a file object allocates the whole size asked for."""
 
     def __init__(self, f):
         self._f = f
 
     def read(self, n: int) -> bytes:
         parts = []
-        while n > 0 and (data := self._f.read(n)):
+        while n > 0 and (data := self._f.read(min(n, CHUNK_BYTES))):
             parts.append(data)
             n -= len(data)
         return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -87,7 +93,8 @@ class _Gunzip:
     """`read(n)`: the next n decompressed bytes of a (possibly multi-member) GZIP file, fewer only
     at its clean end; RecordError(-1) if it is corrupt or cut short (the reader names the record).
     ISA-L's decompressor returns at most the bytes asked for and keeps the rest of its input, so a
-    payload comes out of inflate as bytes of its own, not sliced out of a larger buffer."""
+    payload comes out of inflate as bytes of its own, not sliced out of a larger buffer; it is asked
+    for CHUNK_BYTES at most, as it sets aside a larger buffer for a larger request."""
 
     def __init__(self, f):
         self._f = f
@@ -96,7 +103,7 @@ class _Gunzip:
 
     def read(self, n: int) -> bytes:
         parts = []
-        while n > 0 and (out := self._inflate(n)):
+        while n > 0 and (out := self._inflate(min(n, CHUNK_BYTES))):
             parts.append(out)
             n -= len(out)
         return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -1,6 +1,8 @@
 """The trainer's errors: each is a mistake in how the job was called or in the data it was
 pointed at, and its message is one line that says what to change."""
 
+import re
+
 
 class TrainerError(ValueError):
     """Base class: the CLI prints `error: <message>` and exits 2."""
@@ -24,3 +26,19 @@ class MissingFeatureError(TrainerError):
 
 class BatchSizeError(TrainerError):
     """The global batch size is larger than a split (no full batch could ever be formed)."""
+
+
+class ShardLengthError(TrainerError):
+    """A shard holds more or fewer records than the manifest says (cut short, replaced or appended
+    to after the conversion): epochs counted from the manifest would repeat or skip records unseen."""
+
+    MARK = "shard length mismatch: "  # heads the message of input_fn.read_shard's check
+
+    @classmethod
+    def from_op_error(cls, error) -> "ShardLengthError | None":
+        """The error TensorFlow raised from read_shard's check, as one line; None for any other."""
+        found = re.search(re.escape(cls.MARK) + r"(.*)\]", error.message or "")
+        if found is None:
+            return None
+        check = "`python -m pipeline inspect DEST --verify` checks every shard"
+        return cls(f"{found.group(1)}: the shard changed after the conversion ({check})")

@@ -2,7 +2,8 @@
 says), built the way the TPU reference readers build them:
 
     shard files (from the manifest) -> [shard(num_input_pipelines, index)] -> shuffle files -> repeat
-    -> interleave(TFRecordDataset(compression, buffer_size), parallel, non-deterministic when training)
+    -> interleave(TFRecordDataset(compression, buffer_size), parallel, non-deterministic when training;
+                  each shard's records checked against the manifest's count for it as they are read)
     -> shuffle(records) -> batch -> parse_example (one op per batch, not one per record)
     -> crop + decode (only the crop of a JPEG) + resize to a fixed size -> batch(drop_remainder=True)
     -> prefetch(AUTOTUNE)
@@ -20,6 +21,7 @@ optional columns take a default (0, 0.0 or "").
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Sequence
 
@@ -29,7 +31,7 @@ from pipeline.contract.features import parse_spec
 from pipeline.contract.manifest import Manifest
 from pipeline.contract.readers import assign_shards
 from trainer import manifest_io
-from trainer.errors import BatchSizeError, MissingFeatureError, TrainerError
+from trainer.errors import BatchSizeError, IncompleteManifestError, MissingFeatureError, ShardLengthError, TrainerError
 
 _LOG = logging.getLogger(__name__)
 
@@ -38,6 +40,9 @@ READ_BUFFER_BYTES = 8 * 1024 * 1024  # per open shard: large sequential reads (G
 MAX_CYCLE_LENGTH = 16  # shards read at once per input pipeline
 DEFAULT_SHUFFLE_BUFFER = 10_000  # records, as in the reference ImageNet reader
 PARSE_BATCH = 256  # records per parse_example call when decoding unbatched
+# Records per check of a shard's count (read_shard): a check per record would slow small records;
+# each shard being read holds one such batch in memory.
+COUNT_BATCH = 64
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,6 +69,50 @@ def check_batch_size(manifest: Manifest, split: str, global_batch_size: int) -> 
     return records // global_batch_size
 
 
+def _files(paths: list[str], lengths: list[int]) -> tf.data.Dataset:
+    """The shards to read: (path, records) pairs where the records are known, else paths."""
+    return tf.data.Dataset.from_tensor_slices((paths, tf.constant(lengths, tf.int64)) if lengths else paths)
+
+
+def read_shard(path: tf.Tensor, expected: tf.Tensor | None = None, *, compression_type: str) -> tf.data.Dataset:
+    """One shard's records; with `expected` (the manifest's count for it), checked against it as
+    they are read: a shard holding fewer or more (cut short, replaced or appended to after the
+    conversion) fails with an InvalidArgumentError naming it and both counts
+    (ShardLengthError.from_op_error), where it would otherwise be trained on short or with repeats."""
+    records = tf.data.TFRecordDataset(path, compression_type=compression_type, buffer_size=READ_BUFFER_BYTES)
+    if expected is None:
+        return records
+    # Checked a batch at a time; an empty batch after the last marks the end of the file.
+    end = tf.data.Dataset.from_tensors(tf.constant([], tf.string))
+    batches = records.batch(COUNT_BATCH).concatenate(end).enumerate()
+
+    def check(k, batch):
+        size = tf.size(batch, out_type=tf.int64)
+        seen = k * COUNT_BATCH + size  # records up to this batch's end: every batch but the last is full
+        full = tf.equal(size, COUNT_BATCH)
+        ok = tf.where(
+            full,
+            seen <= expected,  # more may follow
+            # A short batch ends the file. After one, the empty batch's `seen` overshoots and passes;
+            # after a full one, it is the count (no more than expected, as that batch passed).
+            tf.where(size > 0, tf.equal(seen, expected), seen >= expected),
+        )
+        message = tf.strings.join(
+            [
+                ShardLengthError.MARK,
+                path,
+                tf.where(full, " holds at least ", " holds "),
+                tf.strings.as_string(seen),
+                " records, the manifest says ",
+                tf.strings.as_string(expected),
+            ]
+        )
+        with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
+            return tf.identity(batch)
+
+    return batches.map(check).unbatch()
+
+
 def record_dataset(
     paths: Sequence[str],
     *,
@@ -79,16 +128,19 @@ def record_dataset(
     shuffled and read interleaved in a non-deterministic order when training, then records
     shuffled in a buffer of `shuffle_buffer`; read round-robin in a fixed order otherwise.
     Training data repeats (unless `repeat=False`). `lengths`: the records of each file (the
-    manifest's shard_lengths), to give every pipeline a near-equal share of records.
+    manifest's shard_lengths), to give every pipeline a near-equal share of records, and checked
+    as each file is read (read_shard); none (older manifests, paths given by hand): not checked.
     `compression_type`: the manifest's (Manifest.tf_compression_type)."""
     num_pipelines, pipeline_id, _ = _num_pipelines(input_context)
-    paths = list(paths)
-    files = tf.data.Dataset.from_tensor_slices(paths)
+    paths, lengths = list(paths), list(lengths)
+    if lengths and len(lengths) != len(paths):
+        raise IncompleteManifestError(f"the manifest lists {len(lengths)} shard lengths for {len(paths)} shards")
+    files = _files(paths, lengths)
     shard_records = False
     if num_pipelines > 1:
-        if len(paths) >= num_pipelines and len(lengths) == len(paths):
-            mine = [paths[i] for i in assign_shards(lengths, num_pipelines)[pipeline_id]]
-            files = tf.data.Dataset.from_tensor_slices(mine)
+        if len(paths) >= num_pipelines and lengths:
+            mine = assign_shards(lengths, num_pipelines)[pipeline_id]
+            files = _files([paths[i] for i in mine], [lengths[i] for i in mine])
         elif len(paths) >= num_pipelines:
             # Before shuffling, so every pipeline gets a disjoint, fixed subset of the files.
             files = files.shard(num_pipelines, pipeline_id)
@@ -109,7 +161,7 @@ def record_dataset(
     if training if repeat is None else repeat:
         files = files.repeat()
     records = files.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type, buffer_size=READ_BUFFER_BYTES),
+        functools.partial(read_shard, compression_type=compression_type),
         cycle_length=max(1, min(n_files, MAX_CYCLE_LENGTH)),
         block_length=1,
         num_parallel_calls=AUTOTUNE,

@@ -25,7 +25,7 @@ import tensorflow as tf
 from pipeline.contract.manifest import Manifest
 from trainer import input_fn, manifest_io
 from trainer import model as models
-from trainer.errors import BatchSizeError, TrainerError
+from trainer.errors import BatchSizeError, ShardLengthError, TrainerError
 from trainer.loop import OPTIMIZERS, SCHEDULES, LoopConfig, Result, TrainingLoop
 from trainer.strategy import check_tpu_paths, make_strategy, set_mixed_precision
 
@@ -259,7 +259,13 @@ def run(args: argparse.Namespace, on_epoch=None) -> Outcome:
         loss_scale=policy == "mixed_float16",
     )
     loop = TrainingLoop(strategy, job.build_model, config)
-    result = loop.fit(train, evaluation, on_epoch=on_epoch)
+    try:
+        result = loop.fit(train, evaluation, on_epoch=on_epoch)
+    except tf.errors.OpError as e:  # a shard's count check (input_fn.read_shard) is a mistake in the data
+        damaged = ShardLengthError.from_op_error(e)
+        if damaged is None:
+            raise
+        raise damaged from e
     if args.export:
         summary = {
             "data": job.data,

@@ -14,18 +14,13 @@ from typing import TYPE_CHECKING
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from pipeline.contract.features import source_id
+from pipeline.tfrecord_framing import MAX_EXAMPLE_BYTES
 
 if TYPE_CHECKING:
     from transforms.image_check import CheckedImage
 
 Scalar = bytes | str | int | float
 FeatureValue = Scalar | Sequence[Scalar]
-
-# The largest Example TensorFlow 2.21 parses: one byte more and parse_example crashes the reading
-# process (at exactly 2**31 bytes) or reports its features missing (tests/transforms/
-# test_example_proto.py checks both against TF). A record must never be one a reader cannot parse.
-MAX_EXAMPLE_BYTES = 2**31 - 1
-
 
 _TAG_AND_LENGTH = 6  # a field's tag (1 byte in these messages) and a length varint (5 bytes below 2**35)
 _MAX_VARINT = 10  # a negative int64

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline.tfrecord_framing import masked, masked_crc32c
-from transforms.example_proto import MAX_EXAMPLE_BYTES, encode_example, size_bound
+from pipeline.tfrecord_framing import MAX_EXAMPLE_BYTES, masked, masked_crc32c
+from transforms.example_proto import encode_example, size_bound
 
 
 def tf_example(features):
