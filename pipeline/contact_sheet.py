@@ -13,7 +13,7 @@ from pipeline import storage
 from pipeline.contract.features import parse_spec
 from pipeline.contract.layout import join
 from pipeline.contract.manifest import Manifest
-from pipeline.tfrecord_reader import read_records
+from pipeline.tfrecord_reader import RecordError, read_records
 from pipeline.verify import import_tensorflow, rows_of
 
 _LOG = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
     samples = []
     for split in manifest.splits.values():
         for shard in split.shards:
-            for record, data in enumerate(read_records(join(dest, shard), manifest.compression)):
+            for record, data in _records(join(dest, shard), manifest.compression):
                 row = rows_of(tf.io.parse_example([data], spec), 1)[0]
                 image = tf.io.decode_image(row[keys["encoded"]], channels=3, expand_animations=False).numpy()
                 label_id = int(row[keys["label"]]) - manifest.label_offset if keys.get("label") in row else None
@@ -69,6 +69,15 @@ def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
                 if len(samples) >= n:
                     return samples
     return samples
+
+
+def _records(path: str, compression: str):
+    """(number, payload) of each record of a shard; a shard that breaks is a ContactSheetError
+    naming it (inspect says so in one line)."""
+    try:
+        yield from enumerate(read_records(path, compression))
+    except RecordError as e:
+        raise ContactSheetError(f"{path}: record {e.record}: {e.message}") from e
 
 
 def contact_sheet(samples: list[dict]):

@@ -99,3 +99,14 @@ def test_inspect_verify_names_a_shard_claiming_a_huge_record_in_one_line(
     problem = f"{shard}: record 1: length {claimed:,} is over the {MAX_EXAMPLE_BYTES:,} bytes TensorFlow parses"
     assert sum(line.strip().startswith(problem) for line in out.splitlines()) == 1, out
     assert "Traceback" not in out + err + caplog.text
+
+
+def test_a_contact_sheet_of_a_shard_claiming_a_huge_record_is_refused_in_one_line(datasets, tmp_path, capsys):
+    data = pathlib.Path(shutil.copytree(datasets["NONE"], tmp_path / "data"))
+    shard = json.loads((data / "manifest.json").read_text())["splits"]["train"]["shards"][0]
+    _claim(data / shard, 2**40, "NONE")
+    sheet = tmp_path / "sheet.png"
+    assert pipeline_main(["inspect", str(data), "--contact_sheet", str(sheet), "--samples", "400"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and f"{shard}: record 1: length" in err and "Traceback" not in err
+    assert not sheet.exists()
