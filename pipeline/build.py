@@ -12,7 +12,13 @@ from pipeline.config import Config, to_dict
 from pipeline.planning import Plan
 from pipeline.publish import Publication, PublishManifest, RunSettings
 from pipeline.readback import ReadBackShards
-from pipeline.runners import image_processes, shard_check_processes, spreads_work, writes_while_reading
+from pipeline.runners import (
+    image_processes,
+    reads_local_files,
+    shard_check_processes,
+    spreads_work,
+    writes_while_reading,
+)
 from transforms.counting import CountRecords, GroupSameContent, SummarizeOutcomes, summarize
 from transforms.image_convert import ImageSettings
 from transforms.images import ReadImages, ReadImagesIntoShards
@@ -21,7 +27,7 @@ from transforms.outcomes import DEAD_LETTERS, SKIPPED
 from transforms.permute import PermuteOrder
 from transforms.same_content import CONTENT
 from transforms.shard_parts import SHARD_PARTS, FinalizeShards, ShardLayout
-from transforms.sources import ListClassFolders, ReadImageCsv
+from transforms.sources import ListClassFolders, ReadImageCsv, Roots
 from transforms.tabular import EncodeRows, InferSchema, ListCsvFiles, ReadCsvRows
 from transforms.write import WriteCopies, WriteDeadLetters, WriteSplits
 
@@ -40,10 +46,10 @@ class Outcomes:
 
 
 def _written(records, plan: Plan, folder: str) -> tuple[beam.PCollection, beam.PCollection]:
-    """Records -> (their OutcomeSummaries, the paths of the shards WriteToTFRecord wrote them to)."""
+    """Records -> (their OutcomeSummaries, the paths of the shards WriteSplits wrote them to)."""
     written = records | "WriteSplits" >> WriteSplits(folder, plan.shards, plan.compression)
     counted = records | "CountRecords" >> beam.ParDo(CountRecords())
-    return counted, list(written.values()) | "AllShardFiles" >> beam.Flatten()
+    return counted, written
 
 
 def converting_processes(runner: str, config: Config) -> int:
@@ -61,8 +67,9 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         )
     else:
         c = config.image_csv
+        roots = Roots(c.roots, local_files=reads_local_files(p.options.view_as(StandardOptions).runner))
         listed = p | "ReadImageCsv" >> ReadImageCsv(
-            plan.input, c.uri_column, c.label_column, c.split_column, fractions, tuple(plan.shards)
+            plan.input, c.uri_column, c.label_column, c.split_column, fractions, tuple(plan.shards), roots
         )
     settings = ImageSettings(
         plan.label_map,
@@ -110,16 +117,18 @@ def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         files.files
         | "SpreadFiles" >> beam.Reshuffle()
         | "ReadCsvRows"
-        >> beam.ParDo(ReadCsvRows(storage.pattern_root(plan.input), plan.columns, config.split_fractions)).with_outputs(
-            DEAD_LETTERS, main="rows"
-        )
+        >> beam.ParDo(
+            ReadCsvRows(storage.pattern_root(plan.input), plan.columns, config.split_fractions, plan.dialect.delimiter)
+        ).with_outputs(DEAD_LETTERS, main="rows")
     )
-    schema = rows.rows | "InferSchema" >> beam.CombineGlobally(InferSchema(plan.columns, config.csv.schema))
+    schema = rows.rows | "InferSchema" >> beam.CombineGlobally(
+        InferSchema(plan.columns, config.csv.schema, plan.dialect.decimal)
+    )
     encoded = (
         rows.rows
         | "PermuteRows" >> PermuteOrder(plan.permute_buckets)
         | "EncodeRows"
-        >> beam.ParDo(EncodeRows(plan.columns), beam.pvalue.AsSingleton(schema)).with_outputs(
+        >> beam.ParDo(EncodeRows(plan.columns, plan.dialect.decimal), beam.pvalue.AsSingleton(schema)).with_outputs(
             DEAD_LETTERS, main="records"
         )
     )

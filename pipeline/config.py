@@ -12,8 +12,10 @@ their lower-cased extension).
 from __future__ import annotations
 
 import difflib
+import os
 import pathlib
 import re
+import reprlib
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -24,8 +26,10 @@ from pydantic import Field, Strict
 from pipeline.contract.features import DEFAULT_IMAGE_KEYS
 from pipeline.contract.manifest import KINDS
 from pipeline.flags import CONVERT_FLAGS
+from pipeline.lease import LEASE_SECONDS
 from pipeline.local_files import NotYaml, load_yaml
-from pipeline.sharding import ShardConfig
+from pipeline.sharding import MAX_SHARD_MIB, MAX_SHARDS, ShardConfig
+from transforms.csv_dialect import AUTO
 from transforms.image_check import ALPHA_MODES, DEFAULT_MAX_PIXELS, Encoding, max_pixels_limit
 from transforms.image_convert import DEFAULT_MAX_FILE_MIB, MAX_FILE_MIB
 from transforms.splits import check_split_name
@@ -58,6 +62,12 @@ Name = Annotated[str, Strict(), Field(min_length=1)]
 Fraction = Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False)]
 
 _SECTION = pydantic.ConfigDict(extra="forbid", frozen=True)
+# Every number has an upper bound (tests/test_bounded_inputs.py walks the models for one): a huge
+# value would otherwise be taken, and then hang a run or fail it late for another reason.
+MAX_READ_THREADS = 256  # reading threads per worker: past this, threads only contend
+MAX_READ_BATCH = 1024  # sources in flight per worker, each up to image.max_file_mib in memory
+MAX_LOCAL_PROCESSES = 1024  # converting processes on one machine: more than any machine has cores
+MAX_LABEL_OFFSET = 10**9  # a class id plus it stays within int32, the label type of most readers
 _EXTENSION = re.compile(r"\.[^./\\\s*?]+")  # one suffix, as transforms.sources.extension_of finds it
 
 
@@ -65,11 +75,12 @@ _EXTENSION = re.compile(r"\.[^./\\\s*?]+")  # one suffix, as transforms.sources.
 class ShardingConfig(ShardConfig):
     """pipeline.sharding.ShardConfig (which it is), with its settings checked as the rest are."""
 
-    target_shard_mib: Annotated[Float, Field(gt=0)] = ShardConfig.target_shard_mib
-    min_shard_mib: Annotated[Float, Field(gt=0)] = ShardConfig.min_shard_mib
-    shards_per_host: Annotated[Int, Field(ge=1)] = ShardConfig.shards_per_host
-    reader_hosts: Annotated[Int, Field(ge=1)] = ShardConfig.reader_hosts
-    num_shards: Annotated[Int, Field(ge=0)] = ShardConfig.num_shards  # > 0 overrides everything
+    target_shard_mib: Annotated[Float, Field(gt=0, le=MAX_SHARD_MIB)] = ShardConfig.target_shard_mib
+    min_shard_mib: Annotated[Float, Field(gt=0, le=MAX_SHARD_MIB)] = ShardConfig.min_shard_mib
+    # a split has at most MAX_SHARDS shards (what the 5-digit shard names hold), so no more per host
+    shards_per_host: Annotated[Int, Field(ge=1, le=MAX_SHARDS)] = ShardConfig.shards_per_host
+    reader_hosts: Annotated[Int, Field(ge=1, le=MAX_SHARDS)] = ShardConfig.reader_hosts
+    num_shards: Annotated[Int, Field(ge=0, le=MAX_SHARDS)] = ShardConfig.num_shards  # > 0 overrides everything
 
 
 class ImageConfig(pydantic.BaseModel):
@@ -81,19 +92,20 @@ class ImageConfig(pydantic.BaseModel):
     # longer sources are dead letters, unread (transforms.image_convert.read_source)
     max_file_mib: Annotated[Int, Field(ge=1, le=MAX_FILE_MIB)] = DEFAULT_MAX_FILE_MIB
     # files read and checked at once per worker thread (see transforms.images)
-    read_threads: Annotated[Int, Field(ge=1)] = 4
-    read_batch: Annotated[Int, Field(ge=1)] = 32  # sources handed to those threads at a time
+    read_threads: Annotated[Int, Field(ge=1, le=MAX_READ_THREADS)] = 4
+    # sources handed to those threads at a time, each up to max_file_mib in memory
+    read_batch: Annotated[Int, Field(ge=1, le=MAX_READ_BATCH)] = 32
     # images converted (read, checked, encoded, written) in this many processes on the default local
     # runner ("auto": one per usable core from 3 cores on, else none); other runners convert on the
     # threads (pipeline.runners.image_processes)
-    local_processes: Literal["auto"] | Annotated[Int, Field(ge=0)] = "auto"
+    local_processes: Literal["auto"] | Annotated[Int, Field(ge=0, le=MAX_LOCAL_PROCESSES)] = "auto"
     # on the default local runner, each record goes into its shard as it is made (false: through
     # WriteToTFRecord, as on every other runner; pipeline.runners.writes_while_reading)
     local_write_while_reading: Bool = True
     keys: dict[Str, Name] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_KEYS))
     # Reader profiles (configs/tpu_resnet.yaml). image/class/label = label id + label_offset: 1 for
     # ImageNet-style readers, whose labels are 1-based. The manifest records it.
-    label_offset: Annotated[Int, Field(ge=0)] = 0
+    label_offset: Annotated[Int, Field(ge=0, le=MAX_LABEL_OFFSET)] = 0
     jpeg_only: Bool = False  # every source but a JPEG TF decodes re-encoded to RGB JPEG (counted as converted)
     jpeg_quality: Annotated[Int, Field(ge=1, le=100)] = 95  # of every JPEG the pipeline encodes
     alpha: Literal[ALPHA_MODES] = "composite"  # jpeg_only: transparency composited on white, or dropped
@@ -143,16 +155,43 @@ class ImageCsvConfig(pydantic.BaseModel):
     uri_column: Name = "image_uri"
     label_column: Name = "label"
     split_column: Name = "split"
+    # where rows may name images besides the CSV's own folder: local folders (made absolute) and
+    # gs:// prefixes; naming a gs:// prefix confines gs:// URIs too (transforms.sources.Roots). Each
+    # row is checked against each root.
+    roots: Annotated[tuple[Name, ...], Field(max_length=100)] = ()
+
+    @pydantic.field_validator("roots")
+    @classmethod
+    def _folders(cls, roots: tuple[str, ...]) -> tuple[str, ...]:
+        for root in roots:
+            if "://" in root and not re.fullmatch(r"gs://[^/]+(/.*)?", root):
+                raise ValueError(f"{root!r} is neither a local folder nor a gs:// prefix (gs://bucket/folder)")
+        return tuple(root if "://" in root else os.path.abspath(root) for root in roots)
 
 
 class CsvConfig(pydantic.BaseModel):
     model_config = _SECTION
 
     schema_: dict[Str, Literal[DECLARABLE_TYPES]] = Field(default_factory=dict, alias="schema")  # column -> type
+    # The character between fields: auto (chosen from the first file's header and first rows, among
+    # , ; tab |: transforms.csv_dialect), or the one given.
+    delimiter: Str = AUTO
+    # The sign before a number's fraction: "." or "," (46,70 is 46.7, and a value holding "." is text).
+    decimal: Literal[".", ","] = "."
 
     @property
     def schema(self) -> dict[str, str]:
         return self.schema_
+
+    @pydantic.field_validator("delimiter")
+    @classmethod
+    def _one_character(cls, delimiter: str) -> str:
+        if delimiter != AUTO and (len(delimiter) != 1 or delimiter.isalnum() or delimiter in '"\r\n'):
+            raise ValueError(
+                "should be auto or one character that is not a letter, digit, quote or line end, such as ';' or "
+                '"\\t" (tab, in double quotes)'
+            )
+        return delimiter
 
 
 class Config(pydantic.BaseModel):
@@ -171,6 +210,9 @@ class Config(pydantic.BaseModel):
     # read GZIP (TFDS, the TPU reference readers), random access through `index`.
     compression: Literal["gzip", "none"] = "gzip"
     index: Bool = False  # write <shard>.idx files (uncompressed only)
+    # How long the output's lease outlives its last renewal (every third of it): a run stalled
+    # longer (a suspended laptop or VM) may be taken over, and then touches nothing (pipeline.lease).
+    lease_seconds: Annotated[Int, Field(ge=2, le=7 * 86_400)] = LEASE_SECONDS
     image: ImageConfig = ImageConfig()
     image_csv: ImageCsvConfig = ImageCsvConfig()
     csv: CsvConfig = CsvConfig()
@@ -267,8 +309,10 @@ def load_config(path: str | None = None, overrides: Mapping[str, Any] | None = N
     try:
         return Config.model_validate(merge(values, overrides))
     except pydantic.ValidationError as e:
-        problems = [_describe(error, path, values, overrides) for error in e.errors()]
-        raise ConfigError("; ".join(problems)) from None
+        errors = e.errors()
+        problems = [_describe(error, path, values, overrides) for error in errors[:_PROBLEMS_SHOWN]]
+        more = f"; and {len(errors) - _PROBLEMS_SHOWN:,} more" if len(errors) > _PROBLEMS_SHOWN else ""
+        raise ConfigError("; ".join(problems) + more) from None
 
 
 def _given(values: Mapping[str, Any], loc: tuple) -> bool:
@@ -289,6 +333,14 @@ _SHOULD = {
     "dataclass_type": "should be a mapping",
     "finite_number": "should be a finite number",
 }
+
+
+# A refusal names this many problems at most (a list of 60,000 bad values is 60,000 problems), and
+# shows a bad value by its start, never a whole long string or nested structure (an expanded YAML
+# alias may hold a million values).
+_PROBLEMS_SHOWN = 10
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring, _SHOWN.maxlong, _SHOWN.maxother, _SHOWN.maxlevel = 120, 40, 120, 2
 
 
 def _describe(error: Mapping[str, Any], path: str | None, values: Mapping, overrides: Mapping) -> str:
@@ -315,7 +367,7 @@ def _describe(error: Mapping[str, Any], path: str | None, values: Mapping, overr
     else:
         problem = _SHOULD.get(error["type"]) or error["msg"].replace("Input should", "should", 1)
     value = error["input"]
-    got = f"got {value!r}" + (" (a string)" if isinstance(value, str) else "")
+    got = f"got {_SHOWN.repr(value)}" + (" (a string)" if isinstance(value, str) else "")
     return f"{where}: {key + ': ' if key else ''}{problem}, {got}"
 
 

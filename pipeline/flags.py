@@ -72,6 +72,11 @@ CONVERT_FLAGS = (
     Flag(
         "index", "also write <shard>.idx record indexes (DALI, PyTorch tfrecord; needs --compression none)", switch=True
     ),
+    Flag(
+        "lease_seconds",
+        "how long a run that stops renewing its lease on the output (a suspended machine) keeps it (default 300)",
+        type=int,
+    ),
 )
 _REFRESH_HELP = {
     "output": "ROOT: the folder (local or gs://) that holds the versions and LATEST",

@@ -1,20 +1,26 @@
 """A `convert` output folder: what in it belongs to which run, and publishing a run there so that a
-reader always finds either the previous complete dataset or the new one.
+reader always finds either the previous complete dataset or the new one, and no other run's files
+are ever touched.
 
     OUTPUT/manifest.json                 the commit point: the dataset is what it names
     OUTPUT/<split>-SSSSS-of-NNNNN.tfrecord.gz, errors-00000-of-00001.jsonl (pipeline.contract.layout)
-    OUTPUT/.staging-<run>/               a rerun's files, beside a committed dataset
-    OUTPUT/beam-temp-*/                  Beam's temporary files while a run writes
-    OUTPUT/.shard-parts/                 a local run's shard parts while it writes (transforms.shard_parts)
+    OUTPUT/.staging-<run>/               everything a run writes until it commits: names only it uses
     OUTPUT/.lease                        the run writing now (pipeline.lease)
 
-Into a folder without a committed dataset a run writes in place and commits by writing
-manifest.json. A rerun over a committed dataset (--overwrite) writes into `.staging-<run>/`, and
-once its shards are read back and trusted: (1) manifest.json names the staged files, (2) they are
-copied to their final names (hard links locally, server-side copies on GCS; TFDS metadata, which
-names no staging folder, is removed before and rewritten after), (3) manifest.json names those,
-(4) everything no manifest names is removed. A crash between any two steps leaves a
-manifest.json whose files all exist, plus leftovers that the next run removes (`leftovers`).
+A run writes only into its own `.staging-<run>/` (made exclusively: a folder or link already there
+stops the run) until it commits. Every step that touches OUTPUT's other names runs inside the
+run's lease Fence (pipeline.lease), so a run that lost its lease touches nothing. Committing:
+into a folder without a dataset, the staged files are copied to their final names (hard links
+locally, server-side composes on GCS), then manifest.json is written. Over a committed dataset
+(--overwrite): (1) manifest.json names the staged files, (2) they are copied to their final names
+(TFDS metadata, which names no staging folder, is removed before and rewritten after), (3)
+manifest.json names those, (4) the files only the previous manifest named, and the staging folder,
+are removed. A crash between any two steps leaves a manifest.json whose files all exist, plus
+leftovers that the next run removes (`leftovers`).
+
+Every delete names one file: one this run wrote, one a manifest of OUTPUT names, or a leftover a
+literal listing of OUTPUT finds under a name only runs write. A link planted under a run folder's
+name is reported and left alone.
 """
 
 from __future__ import annotations
@@ -27,19 +33,18 @@ from pipeline.contract.layout import (
     MANIFEST_NAME,
     REJECTED_MANIFEST_NAME,
     SHARD_PARTS_FOLDER,
-    TEMPORARY_SUFFIX,
     is_dataset_file,
-    is_reader_metadata,
     join,
+    temporary_of,
 )
 from pipeline.contract.manifest import Manifest, ManifestError, read_rejected_manifest
-from pipeline.lease import LEASE_NAME
-from pipeline.publish import rejected_if_untrusted, with_reader_metadata, write_manifest
+from pipeline.lease import LEASE_NAME, Fence
+from pipeline.publish import reader_metadata, report_rejection, write_rejection
 
 _LOG = logging.getLogger(__name__)
 
 STAGING_PREFIX = ".staging-"
-BEAM_TEMPORARY_PREFIX = "beam-temp-"  # Beam's FileBasedSink names its temporary folders so
+BEAM_TEMPORARY_PREFIX = "beam-temp-"  # Beam's file sinks' folders, from runs of earlier versions
 RUN_FOLDER_PREFIXES = (STAGING_PREFIX, BEAM_TEMPORARY_PREFIX, SHARD_PARTS_FOLDER)  # folders only runs write
 
 
@@ -54,12 +59,13 @@ def referenced(manifest: Manifest) -> set[str]:
     return {MANIFEST_NAME, *_files(manifest), *manifest.metadata_files}
 
 
-def leftovers(output: str, committed: Manifest | None, keep: frozenset[str] = frozenset()) -> list[str]:
+def leftovers(output: str, committed: Manifest | None) -> list[str]:
     """What runs wrote into `output` that the committed manifest does not name: stray shards,
-    error reports, manifests (rejected or half-written), staging, Beam temporary and shard-part folders.
-    Files nobody but a run writes there; other files in the folder are never touched. Folders are
-    returned whole unless the manifest names something inside (a crash between commit steps)."""
-    named = (referenced(committed) if committed else set()) | set(keep)
+    error reports, manifests (rejected or half-written), temporary files, staging folders (and
+    the Beam temporary and shard-part folders of older versions), from one literal listing of
+    `output`'s top level. Other files in the folder are never touched. A run folder is returned
+    whole unless the manifest names something inside it (a crash between commit steps)."""
+    named = referenced(committed) if committed else set()
     found = []
     prefix = output.rstrip("/") + "/"
     for top in storage.children(output):  # empty local folders too
@@ -75,18 +81,24 @@ def leftovers(output: str, committed: Manifest | None, keep: frozenset[str] = fr
 
 
 def _written_by_runs(name: str) -> bool:
-    """Shards, error reports and manifests, and half-written temporary copies of those and of the
-    lease (never the lease itself: the run holding it removes it)."""
-    stem = name.removesuffix(TEMPORARY_SUFFIX)
-    return is_dataset_file(stem) or stem == REJECTED_MANIFEST_NAME or name == LEASE_NAME + TEMPORARY_SUFFIX
+    """Shards, error reports and manifests, and temporary copies of those and of the lease (never
+    the lease itself: the run holding it removes it)."""
+    stands_for = temporary_of(name)
+    if stands_for is not None:
+        return stands_for == LEASE_NAME or _written_by_runs(stands_for)
+    return is_dataset_file(name) or name == REJECTED_MANIFEST_NAME
 
 
-def remove(paths: list[str]) -> None:
-    """Deletes files and run folders (as `leftovers` returns them)."""
-    folders = [p for p in paths if storage.basename(p).startswith(RUN_FOLDER_PREFIXES)]
-    for folder in folders:
-        storage.delete_folder(folder)
-    storage.delete([p for p in paths if p not in folders])
+def remove(paths: list[str], fence: Fence) -> None:
+    """Deletes files and run folders (as `leftovers` returns them) behind the run's lease; a run
+    folder's name that is a link is reported and left alone."""
+    fence.delete([path for path in paths if not storage.basename(path).startswith(RUN_FOLDER_PREFIXES)])
+    for path in paths:
+        if storage.basename(path).startswith(RUN_FOLDER_PREFIXES):
+            try:
+                fence.delete_tree(path)
+            except storage.LinkedFolder:
+                _LOG.warning("%s is a symbolic link where a run's folder would be: left alone", path)
 
 
 def _relocated(manifest: Manifest, subfolder: str) -> Manifest:
@@ -115,52 +127,118 @@ def _files(manifest: Manifest) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class FolderPublication:
-    """`convert`'s Publication (pipeline.publish). `staged`: a committed dataset is being replaced,
-    so the job writes into OUTPUT/.staging-<run>/ and the commit steps above move it in."""
+    """`convert`'s Publication (pipeline.publish): the job writes into OUTPUT/.staging-<run>/ and
+    `publish` commits it as the module docstring says."""
 
     output: str
     run: str
-    staged: bool = False
-    unattended: bool = False  # a template launch: no launcher waits to report a rejection
+    unattended: bool = False  # a template launch: no lease, and no launcher waits to report a rejection
 
     @property
     def folder(self) -> str:
-        return join(self.output, STAGING_PREFIX + self.run) if self.staged else self.output
+        return join(self.output, STAGING_PREFIX + self.run)
+
+    def prepare(self) -> None:
+        """Makes the run's own folder, which must not exist (a link planted there stops the run);
+        a job that runs later (unattended, on Dataflow) writes gs://, which has no folders."""
+        if not self.unattended:
+            storage.make_folder(self.folder)
 
     def publish(self, manifest: Manifest) -> None:
-        if rejected_if_untrusted(manifest, self.folder, self.output, self.run, self.unattended):
-            return
-        if not self.staged:
-            write_manifest(self.output, with_reader_metadata(self.output, manifest))
-            return
-        staged = _relocated(manifest, STAGING_PREFIX + self.run)
-        write_manifest(self.output, staged)
+        with Fence(self.output, self.run, self.unattended) as fence:
+            committed = _committed_or_none(self.output)
+            if manifest.rejected:
+                self._reject(manifest, committed, fence)
+            elif committed is None:
+                self._commit(manifest, fence)
+            else:
+                self._replace(manifest, committed, fence)
+
+    def _commit(self, manifest: Manifest, fence: Fence) -> None:
+        """Into a folder without a dataset: the files, then the manifest that names them."""
+        for name in _files(manifest):
+            fence.copy(join(self.folder, name), join(self.output, name))
+        manifest = self._with_reader_metadata(manifest, fence)
+        fence.write(join(self.output, MANIFEST_NAME), manifest.to_json(), self.folder)
+        storage.delete_tree(self.folder)
+        _LOG.info("wrote %s", join(self.output, MANIFEST_NAME))
+
+    def _replace(self, manifest: Manifest, committed: Manifest, fence: Fence) -> None:
+        """Over a committed dataset: steps (1)-(4) of the module docstring."""
+        fence.write(join(self.output, MANIFEST_NAME), _relocated(manifest, self._staging_name).to_json(), self.folder)
         # The previous TFDS metadata describes the shards about to be replaced: a TFDS reader
         # finds none until the new one is written.
-        remove([p for p in leftovers(self.output, staged) if is_reader_metadata(storage.basename(p))])
+        fence.delete([join(self.output, name) for name in committed.metadata_files])
         for name in _files(manifest):
-            storage.copy(join(self.folder, name), join(self.output, name))
-        manifest = with_reader_metadata(self.output, manifest)
-        write_manifest(self.output, manifest)
-        remove(leftovers(self.output, manifest))
+            fence.copy(join(self.folder, name), join(self.output, name))
+        manifest = self._with_reader_metadata(manifest, fence)
+        fence.write(join(self.output, MANIFEST_NAME), manifest.to_json(), self.folder)
+        replaced = referenced(committed) - referenced(manifest)
+        fence.delete([join(self.output, name) for name in sorted(replaced)])
+        _remove_emptied_run_folders(self.output, replaced, fence)
+        storage.delete_tree(self.folder)
         _LOG.info("replaced the dataset in %s", self.output)
 
+    def _with_reader_metadata(self, manifest: Manifest, fence: Fence) -> Manifest:
+        files = reader_metadata(self.output, manifest)
+        for name, text in files.items():
+            fence.write(join(self.output, name), text, self.folder)
+        return dataclasses.replace(manifest, metadata_files=tuple(sorted(files)))
+
+    def _reject(self, manifest: Manifest, committed: Manifest | None, fence: Fence) -> None:
+        """An untrusted run: its report (publish.write_rejection) stays in its own folder beside a
+        committed dataset, or moves up to OUTPUT, where `inspect` finds it, when there is none."""
+        write_rejection(self.folder, manifest)
+        where = self.folder
+        if committed is None:
+            for name in (REJECTED_MANIFEST_NAME, *manifest.report_files):
+                fence.copy(join(self.folder, name), join(self.output, name))
+            storage.delete_tree(self.folder)
+            where = self.output
+        report_rejection(where, manifest, fail_job=self.unattended)
+
+    @property
+    def _staging_name(self) -> str:
+        return STAGING_PREFIX + self.run
+
+    def rejected(self) -> Manifest | None:
+        """This run's rejected manifest, wherever `publish` left it; None when there is none."""
+        for folder in (self.folder, self.output):
+            try:
+                found = read_rejected_manifest(folder, storage.read_text)
+            except ManifestError:
+                continue
+            if found is not None and found.run == self.run:
+                return found
+        return None
+
     def clean_up_failed(self) -> Manifest | None:
-        """Removes what this run wrote, keeping a committed manifest (it may have committed before
-        failing) and a rejected run's report; returns the rejected manifest."""
-        try:
-            committed = committed_manifest(self.output)
-        except ManifestError:
-            committed = None
-        if committed is not None and committed.run == self.run:
-            remove(leftovers(self.output, committed))
-            return None
-        rejected = read_rejected_manifest(self.folder, storage.read_text)
-        ours = rejected is not None and rejected.run == self.run
-        keep = {REJECTED_MANIFEST_NAME, *rejected.report_files} if ours else set()
-        if self.staged:
-            keep = {join(STAGING_PREFIX + self.run, name) for name in keep}
-            remove([p for p in leftovers(self.output, committed, frozenset(keep)) if self.run in p])
+        """After a failed job: removes what this run wrote (its own folder), keeping a rejected
+        run's report and whatever a committed manifest names; returns the rejected manifest."""
+        committed = _committed_or_none(self.output)
+        named = referenced(committed) if committed else set()
+        rejected = self.rejected()
+        own = (REJECTED_MANIFEST_NAME, *rejected.report_files) if rejected else ()
+        keep = named | {join(self._staging_name, name) for name in own}
+        if not any(name.startswith(self._staging_name + "/") for name in keep):
+            try:
+                storage.delete_tree(self.folder)
+            except storage.LinkedFolder:
+                _LOG.warning("%s is a symbolic link, not this run's folder: left alone", self.folder)
         else:
-            remove(leftovers(self.output, committed, frozenset(keep)))
-        return rejected if keep else None
+            prefix = self.output.rstrip("/") + "/"
+            storage.delete([p for p in storage.files_below(self.folder) if p[len(prefix) :] not in keep])
+        return rejected
+
+
+def _committed_or_none(output: str) -> Manifest | None:
+    try:
+        return committed_manifest(output)
+    except ManifestError:
+        return None
+
+
+def _remove_emptied_run_folders(output: str, removed: set[str], fence: Fence) -> None:
+    """Run folders whose named files a commit removed (a staging folder a crash left named)."""
+    folders = {name.split("/", 1)[0] for name in removed if "/" in name}
+    remove([join(output, folder) for folder in sorted(folders) if folder.startswith(RUN_FOLDER_PREFIXES)], fence)

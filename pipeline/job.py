@@ -10,7 +10,7 @@ from pipeline import storage
 from pipeline.build import build_pipeline
 from pipeline.config import Config
 from pipeline.contract.layout import MANIFEST_NAME, join
-from pipeline.contract.manifest import Manifest, read_rejected_manifest
+from pipeline.contract.manifest import Manifest
 from pipeline.lease import Unfinished
 from pipeline.planning import Plan
 from pipeline.publish import Publication
@@ -114,8 +114,8 @@ def _committed(output: str, publication: Publication) -> Manifest:
     committed = Manifest.from_json(text) if text is not None else None
     if committed is not None and committed.run == publication.run:
         return committed
-    rejected = read_rejected_manifest(publication.folder, storage.read_text)
-    if rejected is not None and rejected.run == publication.run:
+    rejected = publication.rejected()
+    if rejected is not None:
         raise RunFailedError("the run was rejected", rejected)
     publication.clean_up_failed()
     raise RunFailedError(f"the job finished but neither committed nor rejected run {publication.run}", None)

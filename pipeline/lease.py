@@ -2,9 +2,18 @@
 the run, its host and process, when it started and when the lease expires. The launcher renews it
 while the run lives; a lease whose expiry has passed, or whose process is gone from this host, is
 stale and is taken over with a warning (the caller then removes what that run left behind).
+How long a lease lasts is the `lease_seconds` setting: a run stalled longer than that (a suspended
+laptop or VM) may be taken over.
 
 Creation, renewal and release are conditional writes (pipeline.storage): GCS preconditions on the
 object generation, `O_EXCL` and an flock locally.
+
+A lease is only as good as the check before each write that matters (fencing): a run touches the
+names of a committed dataset only inside `Fence`, which proves the lease still names the run, and
+keeps that proof true for the writes it makes: locally by holding the folder's flock, which a
+takeover must take too; on GCS by making each write a compose that names the lease object at the
+generation the run holds, which GCS refuses once another run has taken the lease. A run that
+cannot prove it raises LeaseLost and touches nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import socket
 import threading
 
 from pipeline import storage
-from pipeline.contract.layout import join
+from pipeline.contract.layout import is_remote, join
 
 _LOG = logging.getLogger(__name__)
 
@@ -28,6 +37,11 @@ LEASE_SECONDS = 300  # a live run renews every third of this
 
 class LeaseHeldError(RuntimeError):
     """Another live run holds the output."""
+
+
+class LeaseLost(RuntimeError):
+    """This run no longer holds its output's lease (it stalled past it and another run took it
+    over): it must not touch the dataset, so it stops."""
 
 
 class Unfinished(KeyboardInterrupt):
@@ -79,6 +93,7 @@ class Lease:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._made: list[str] = []  # local folders the lease file's creation made
+        self.lost = False  # a renewal found the lease taken over
 
     def acquire(self) -> Holder | None:
         """Takes the lease; returns the stale holder it took over (None if it was free). Raises
@@ -102,7 +117,13 @@ class Lease:
                 f"another run is writing this output: {holder.describe()} holds {self.path}; "
                 "wait for it to finish (if it is gone, its lease expires then, or delete the file)"
             )
-        self._token = storage.replace_if_unchanged(self.path, mine.to_bytes(), token)
+        try:
+            self._token = storage.replace_if_unchanged(self.path, mine.to_bytes(), token, self.seconds)
+        except storage.FolderBusy:
+            raise LeaseHeldError(
+                f"the stale lease {self.path} of {holder.describe() if holder else 'an unknown run'} cannot be "
+                f"taken over: a process is committing into the folder (its lock held over {self.seconds} s)"
+            ) from None
         if self._token is None:
             raise LeaseHeldError(f"{self.path} was taken over by another run just now")
         stale = holder or Holder("unknown", "unknown", 0, "", "")
@@ -114,18 +135,24 @@ class Lease:
         return self._token is not None
 
     def renew(self) -> None:
-        token = self._token and storage.replace_if_unchanged(self.path, self._holder().to_bytes(), self._token)
+        token = self._token and storage.replace_if_unchanged(
+            self.path, self._holder().to_bytes(), self._token, self.seconds
+        )
         if not token:
-            raise LeaseHeldError(f"lost the lease {self.path}: another run took it over")
+            self.lost, self._token = True, None
+            raise LeaseLost(f"lost the lease {self.path}: another run took it over")
         self._token = token
 
     def keep_renewed(self) -> None:
-        """Renews the lease from a daemon thread until `release`."""
+        """Renews the lease from a daemon thread until `release`, or until it is lost."""
 
         def loop():
             while not self._stop.wait(self.seconds / 3):
                 try:
                     self.renew()
+                except LeaseLost as e:
+                    _LOG.error("%s; this run will not publish", e)
+                    return
                 except Exception:
                     _LOG.exception("could not renew %s", self.path)
 
@@ -138,7 +165,7 @@ class Lease:
             if self._renewer is not None:
                 self._renewer.join()  # a Ctrl-C may end this wait: the lease goes all the same
         finally:
-            if self._token is not None and not storage.delete_if_unchanged(self.path, self._token):
+            if self._token is not None and not storage.delete_if_unchanged(self.path, self._token, self.seconds):
                 _LOG.warning("%s was no longer ours at release", self.path)
             self._token = None
             # A run refused after taking the lease leaves no empty output folder behind.
@@ -162,15 +189,90 @@ class Lease:
         return Holder.this_process(self.run, _now(), self.seconds)
 
 
-def lease_problems(folder: str, run: str) -> list[str]:
-    """Why run `run` may not commit into `folder`: it no longer holds the folder's lease (a stalled
-    run whose lease expired and was taken over). Empty when it holds it."""
-    current = storage.read_with_token(join(folder, LEASE_NAME))
-    holder = Holder.from_bytes(current[0]) if current else None
-    if holder is not None and holder.run == run:
-        return []
-    who = holder.describe() if holder else "nobody"
-    return [f"run {run} no longer holds {join(folder, LEASE_NAME)} ({who} does): another run may be writing here"]
+class Fence:
+    """Proof, for as long as it is held (`with Fence(folder, run) as fence:`), that `run` holds
+    `folder`'s lease, so that its writes of committed names (`copy`, `write`) cannot land once
+    another run has taken it (module docstring). Raises LeaseLost when `run` does not hold it.
+    `unattended`: a run without a lease (a template launch): nothing to prove, plain writes."""
+
+    def __init__(self, folder: str, run: str, unattended: bool = False):
+        self.folder, self.run, self._unattended = folder, run, unattended
+        self.path = join(folder, LEASE_NAME)
+        self._lock = None
+        self._generation: str | None = None
+
+    def __enter__(self) -> Fence:
+        if self._unattended:
+            return self
+        if not is_remote(self.folder):
+            self._lock = storage.folder_lock(self.folder)
+            self._lock.__enter__()
+        try:
+            self._prove()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.__exit__(kind, error, traceback)
+
+    def copy(self, source: str, destination: str) -> None:
+        """storage.copy of `source` onto the committed name `destination`."""
+        self._fenced(storage.commit_copy, source, destination)
+
+    def write(self, path: str, data: bytes | str, staging: str) -> None:
+        """storage.write_atomically of the committed name `path` (on GCS staged in `staging`)."""
+        self._fenced(storage.commit_write, path, data, staging=staging)
+
+    def delete(self, paths: list[str]) -> None:
+        """storage.delete of committed names. On GCS a delete cannot name the lease: each object's
+        generation is read first, the lease proven after that, and each delete made on the
+        generation read, so what another run wrote since (a new generation) is never deleted."""
+        remote = [p for p in paths if is_remote(p)]
+        storage.delete([p for p in paths if not is_remote(p)])
+        if not remote:
+            return
+        observed = storage.generations(remote)
+        if self._generation is not None:
+            self._prove()
+        for path, generation in observed.items():
+            if not storage.delete_generation(path, generation):
+                raise LeaseLost(f"{path} changed under run {self.run}'s commit: another run is writing here")
+
+    def delete_tree(self, folder: str) -> None:
+        """storage.delete_tree of a run's folder below a committed dataset (fenced as `delete`)."""
+        if is_remote(folder):
+            self.delete(storage.files_below(folder))
+        else:
+            storage.delete_tree(folder)
+
+    def _fenced(self, write, *args, **kwargs) -> None:
+        """The write behind the lease; when GCS refuses it, the lease changed: renewed by this
+        run's launcher (prove again and retry) or taken over (LeaseLost)."""
+        if self._generation is None:  # local (the folder's lock is held), or no lease to prove
+            return write(*args, lease=None, **kwargs)
+        from google.api_core.exceptions import PreconditionFailed
+
+        for _ in range(5):
+            try:
+                return write(*args, lease=(self.path, self._generation), **kwargs)
+            except PreconditionFailed:
+                self._prove()
+        raise LeaseLost(f"{self.path} keeps changing under run {self.run}'s writes")
+
+    def _prove(self) -> None:
+        current = storage.read_with_token(self.path)
+        holder = Holder.from_bytes(current[0]) if current else None
+        if holder is None or holder.run != self.run:
+            who = holder.describe() if holder else "nobody"
+            raise LeaseLost(
+                f"run {self.run} no longer holds {self.path} ({who} does): it stalled past its lease "
+                "(lease_seconds) and another run took over, so it touches nothing"
+            )
+        self._generation = current[1] if is_remote(self.folder) else None
 
 
 def _now() -> datetime.datetime:

@@ -7,7 +7,11 @@ A link whose target does not exist is named by `dangling`, for listings that wou
 No Beam: the converting processes (transforms.image_convert) and the process entry, before Beam
 is imported (pipeline.unused_modules, reading the config file), open their files here too.
 Settings files are read here (load_yaml), so every command refuses one that is not UTF-8 or not
-YAML in the same words.
+YAML in the same words, and one too large: a settings file is a few kB, and YAML's aliases let 1 kB
+stand for gigabytes ("billion laughs": `b: &b [*a, *a, ...]` nine levels deep), which every
+reader of the values (the checks of pipeline.config, the repr of a bad value) would walk. The
+file's bytes and the nodes of its document with every alias expanded are bounded, the nodes
+counted without expanding anything (yaml_nodes); small anchors keep working.
 """
 
 from __future__ import annotations
@@ -29,9 +33,18 @@ class NotARegularFile(OSError):
     """A local input that is a FIFO, socket, device or folder, or a link to one."""
 
 
+# A settings file is a few kB; this still holds a csv.schema of ten thousand columns, and the YAML
+# parser (pure Python, for its messages) reads the most its bytes can write in a few seconds.
+MAX_YAML_BYTES = 256 << 10
+# More nodes than any YAML text within MAX_YAML_BYTES writes without aliases (a node takes a byte or
+# more: `{a,b}`), so only alias expansion passes it; pydantic checks that many in about a second.
+MAX_YAML_NODES = 1_000_000
+
+
 class NotYaml(ValueError):
-    """Settings that are not UTF-8 text or not YAML. The message (`is not valid YAML: ...`) says
-    why and where; the caller puts the file or flag in front of it, for its refusal."""
+    """Settings that are not UTF-8 text, not YAML, or larger than MAX_YAML_BYTES or MAX_YAML_NODES.
+    The message (`is not valid YAML: ...`) says why and where; the caller puts the file or flag in
+    front of it, for its refusal."""
 
 
 def not_regular(path: str, mode: int) -> str | None:
@@ -78,10 +91,13 @@ def open_regular(path: str) -> BinaryIO:
 
 def load_yaml(path: str) -> Any:
     """The YAML document in the settings file at `path` (None when empty), opened by open_regular
-    (OSError when it cannot be read); NotYaml when it is not UTF-8 or not YAML. Decoded whole, so
-    the offset of a bad byte is the file's, not that of a buffer."""
+    (OSError when it cannot be read); NotYaml when it is not UTF-8 or not YAML, or longer than
+    MAX_YAML_BYTES (never read past them). Decoded whole, so the offset of a bad byte is the
+    file's, not that of a buffer."""
     with open_regular(path) as f:
-        data = f.read()
+        data = f.read(MAX_YAML_BYTES + 1)
+    if len(data) > MAX_YAML_BYTES:
+        raise NotYaml(f"is larger than {MAX_YAML_BYTES:,} bytes, the most a settings file may be (a few kB is usual)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -91,13 +107,62 @@ def load_yaml(path: str) -> Any:
 
 
 def parse_yaml(text: str) -> Any:
-    """The YAML value of `text`; NotYaml, on one line, when it is not YAML."""
+    """The YAML value of `text`; NotYaml, on one line, when it is not YAML or its document, aliases
+    expanded, would hold more than MAX_YAML_NODES nodes (checked before any value is built)."""
     import yaml  # here only: the converting processes import this module and read no YAML
 
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
+        document = loader.get_single_node()
+        if document is None:
+            return None
+        nodes = yaml_nodes(document, MAX_YAML_NODES)
+        if nodes > MAX_YAML_NODES:
+            raise NotYaml(
+                f"holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are expanded, the most a "
+                "settings file may: an alias of an alias of ... multiplies what it stands for"
+            )
+        return loader.construct_document(document)
+    except NotYaml:
+        raise
+    # ValueError: an integer of more digits than Python converts (4,300), ...
+    except (yaml.YAMLError, ValueError) as e:
         raise NotYaml(f"is not valid YAML: {' '.join(str(e).split())}") from e
+    finally:
+        loader.dispose()
+
+
+def yaml_nodes(document, limit: int) -> int:
+    """The nodes of a composed YAML document with every alias expanded, counted without expanding:
+    an alias is the node it names, so each node's count is found once, in time and memory linear
+    in the text. Counts are capped just past `limit` (any result above it means "too many"), and an
+    alias inside what it names (`&a [*a]`, endless once expanded) counts as past it."""
+    counts: dict[int, int] = {}
+    expanding: set[int] = set()
+    stack = [(document, False)]
+    while stack:
+        node, children_counted = stack.pop()
+        key = id(node)
+        if key in counts:
+            continue
+        children = _children(node)
+        if children_counted:
+            expanding.discard(key)
+            counts[key] = min(limit + 1, 1 + sum(counts[id(child)] for child in children))
+            continue
+        if key in expanding:
+            return limit + 1  # a node that holds itself
+        expanding.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in counts)
+    return counts[id(document)]
+
+
+def _children(node) -> list:
+    """The nodes directly inside a YAML node: a sequence's items, a mapping's keys and values."""
+    if isinstance(node.value, list):
+        return [part for item in node.value for part in (item if isinstance(item, tuple) else (item,))]
+    return []
 
 
 def _stat_reason(path: str) -> str | None:

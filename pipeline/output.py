@@ -1,6 +1,6 @@
 """Preparing a `convert` output folder once the run holds its lease: refusing to replace a committed
-dataset without --overwrite, removing what earlier runs left behind, and deciding whether the run
-writes in place or beside the committed dataset (pipeline.folder_store)."""
+dataset without --overwrite, and removing what earlier runs left behind (pipeline.folder_store),
+inside the run's lease Fence (pipeline.lease)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pipeline import storage
 from pipeline.contract.layout import is_dataset_file
 from pipeline.contract.manifest import ManifestError, read_rejected_manifest
 from pipeline.folder_store import committed_manifest, leftovers, remove
-from pipeline.lease import Holder
+from pipeline.lease import Fence, Holder
 
 _LOG = logging.getLogger(__name__)
 
@@ -19,12 +19,17 @@ class OutputExistsError(RuntimeError):
     pass
 
 
-def prepare_output(output: str, overwrite: bool, took_over: Holder | None) -> bool:
-    """Returns True when a committed dataset stays in place until the new run replaces it (the run
-    is staged). `took_over`: the dead run whose stale lease this run took, whose files may go.
+def prepare_output(output: str, run: str, overwrite: bool, took_over: Holder | None, unattended: bool) -> bool:
+    """Returns True when a committed dataset stays in place until run `run` replaces it.
+    `took_over`: the dead run whose stale lease this run took, whose files may go.
 
     Runs' temporary and staging folders, a rejected run and a dead run's files are removed;
     shards without any manifest from an unknown writer are removed only with `overwrite`."""
+    with Fence(output, run, unattended) as fence:
+        return _prepare(output, overwrite, took_over, fence)
+
+
+def _prepare(output: str, overwrite: bool, took_over: Holder | None, fence: Fence) -> bool:
     try:
         committed = committed_manifest(output)
     except ManifestError as e:
@@ -38,7 +43,7 @@ def prepare_output(output: str, overwrite: bool, took_over: Holder | None) -> bo
         )
     stray = leftovers(output, committed)
     unfinished = [p for p in stray if is_dataset_file(storage.basename(p)) and storage.parent(p) == output]
-    owned = took_over is not None or read_rejected_manifest(output, storage.read_text) is not None
+    owned = took_over is not None or _rejected_run_here(output)
     if committed is None and unfinished and not (owned or overwrite):
         raise OutputExistsError(
             f"{output} holds files of an unfinished dataset with no manifest.json, e.g. "
@@ -46,5 +51,13 @@ def prepare_output(output: str, overwrite: bool, took_over: Holder | None) -> bo
         )
     if stray:
         _LOG.info("removing %d file(s) and folder(s) that earlier runs left in %s", len(stray), output)
-        remove(stray)
+        remove(stray, fence)
     return committed is not None
+
+
+def _rejected_run_here(output: str) -> bool:
+    """Whether `output` holds a rejected run's manifest (one that cannot be read is not one)."""
+    try:
+        return read_rejected_manifest(output, storage.read_text) is not None
+    except ManifestError:
+        return False

@@ -9,6 +9,7 @@ in this process takes the planner's classified listing of class folders instead
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import functools
@@ -21,21 +22,23 @@ from collections.abc import Sequence
 from apache_beam.io.filesystem import FileMetadata
 
 from pipeline import storage
-from pipeline.config import Config
+from pipeline.config import Config, CsvConfig
 from pipeline.contract.layout import GZIP, ShardedFileTemplate, record_files
 from pipeline.contract.manifest import Listing
 from pipeline.local_files import NotARegularFile
 from pipeline.sharding import shard_count
 from transforms import listing_handover
+from transforms.csv_dialect import CsvDialect, DialectError
 from transforms.outcomes import DeadLetter, Source
 from transforms.sources import (
+    Roots,
     check_images_exist,
     classify_listed,
     list_image_folder,
     parse_image_csv,
     printable_path,
 )
-from transforms.tabular import hidden_match, read_header
+from transforms.tabular import MAX_COLUMNS, hidden_match, read_header, shown
 
 _LOG = logging.getLogger(__name__)
 SOURCES_PER_PERMUTE_BUCKET = 100_000
@@ -56,6 +59,7 @@ class PlannedInput:
     listing: Listing
     permute_buckets: int
     listed_here: str | None = None  # the key of the classified listing kept for the job
+    dialect: CsvDialect = CsvDialect()  # tabular: how every file is read (transforms.csv_dialect)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +77,7 @@ class Plan:
     index: bool = False  # write a record index beside each shard
     listed_here: str | None = None  # the key of the classified listing kept for the job (listing_handover)
     kept_labels: int = 0  # a refresh: the label map's first ids, kept from the previous version (label_map.kept_ids)
+    dialect: CsvDialect = CsvDialect()  # tabular: how every file is read (transforms.csv_dialect)
 
     @property
     def record_files(self) -> ShardedFileTemplate:
@@ -138,19 +143,21 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedIn
     )
 
 
-def _plan_image_csv(config: Config, csv_uri: str) -> PlannedInput:
-    csv_metadata = storage.match(csv_uri)
+def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedInput:
+    csv_metadata = [m for m in [storage.stat(csv_uri)] if m is not None]
     if not csv_metadata:
         raise PlanError(f"image CSV {csv_uri} not found")
     c = config.image_csv
-    outcomes = list(
-        parse_image_csv(
-            storage.text_lines(csv_uri), csv_uri, c.uri_column, c.label_column, c.split_column, config.split_fractions
+    roots = Roots(c.roots, local_files)  # rows are confined as the job confines them
+    with storage.open_text(csv_uri, errors="surrogateescape") as text:
+        outcomes = list(
+            parse_image_csv(text, csv_uri, c.uri_column, c.label_column, c.split_column, config.split_fractions, roots)
         )
-    )
     sources = [o for o in outcomes if isinstance(o, Source)]
     if not sources:
-        raise PlanError(f"no image rows in {csv_uri}")
+        dead = [o for o in outcomes if isinstance(o, DeadLetter)]
+        such = f": its {len(dead)} row(s) are dead letters, such as {dead[0].source}: {dead[0].reason}" if dead else ""
+        raise PlanError(f"no image rows in {csv_uri}{such}")
     # Sizes come from listing each folder the CSV points into (one list call per folder, not one
     # request per image), as the job's check does (`check_images_exist`): an image that does not
     # exist (or whose bucket does not exist) counts for neither bytes nor labels, and is a dead
@@ -196,25 +203,33 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
         left_out = f"; hidden files are left out: {len(hidden)}, such as {min(hidden)}" if hidden else ""
         raise PlanError(f"no CSV files match {pattern}{left_out}")
     named = [f"{path}: {reason}" for path, reason in sorted(unlisted.items())]
-    first, columns = _first_header(sorted(metadata, key=lambda m: m.path), pattern, named)
+    first, (columns, dialect) = _first_header(sorted(metadata, key=lambda m: m.path), pattern, named, config.csv)
     if not columns:
         raise PlanError(f"{first} has no header line")
+    if len(columns) > MAX_COLUMNS:
+        raise PlanError(
+            f"{first}: its header names {len(columns):,} columns, more than the {MAX_COLUMNS:,} a dataset may have"
+        )
     unnamed = [number for number, name in enumerate(columns, 1) if not name.strip()]
     if unnamed:
         raise PlanError(
-            f"{first}: its header leaves column(s) {unnamed} (counting from 1) without a name, which every column "
-            "needs as its feature's key (a pandas index, written by to_csv without index=False?): name them, or "
-            "write the files without them"
+            f"{first}: its header leaves column(s) {shown(unnamed)} (counting from 1) without a name, which every "
+            "column needs as its feature's key (a pandas index, written by to_csv without index=False?): name them, "
+            "or write the files without them"
         )
-    repeated = sorted({name for name in columns if columns.count(name) > 1})
+    repeated = sorted(name for name, count in collections.Counter(columns).items() if count > 1)
     if repeated:
         raise PlanError(
-            f"{first}: its header names column(s) {repeated} more than once; each column is the feature of its name, "
-            "so all but one of them would be lost: rename them"
+            f"{first}: its header names column(s) {shown(repeated)} more than once; each column is the feature of its "
+            "name, so all but one of them would be lost: rename them"
         )
     undeclared = set(config.csv.schema) - set(columns)
     if undeclared:
-        raise PlanError(f"csv.schema names columns the data lacks: {sorted(undeclared)} (header: {list(columns)})")
+        raise PlanError(
+            f"csv.schema names columns the data lacks: {shown(sorted(undeclared))} (header: {shown(columns)})"
+        )
+    if config.csv.delimiter != dialect.delimiter:
+        _LOG.info("%s: its fields are separated by %r (csv.delimiter: auto)", first, dialect.delimiter)
     total = sum(m.size_in_bytes for m in metadata)
     split_bytes = {name: int(total * fraction) for name, fraction in config.splits.items()}
     return PlannedInput(
@@ -223,33 +238,41 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
         split_bytes,
         _listing(metadata, None, list(unlisted)),
         math.ceil(total / CSV_BYTES_PER_PERMUTE_BUCKET),
+        dialect=dialect,
     )
 
 
-def _first_header(metadata, pattern: str, unlisted: list[str]) -> tuple[str, tuple[str, ...]]:
-    """The first regular file and its header, which names the dataset's columns. A FIFO or device
-    before it is passed over (the job makes it a dead letter), so whether the run goes ahead does
-    not depend on how the names sort; with no regular file at all, the run is refused, naming
-    what matched instead (`unlisted`: 'path: reason' of each match that cannot be listed)."""
+def _first_header(
+    metadata, pattern: str, unlisted: list[str], settings: CsvConfig
+) -> tuple[str, tuple[tuple[str, ...], CsvDialect]]:
+    """The first regular file and its header, which names the dataset's columns, with the dialect
+    every file is read with (csv.delimiter, or the one its header and first rows show; csv.decimal).
+    A FIFO or device before it is passed over (the job makes it a dead letter), so whether the run
+    goes ahead does not depend on how the names sort; with no regular file at all, the run is
+    refused, naming what matched instead (`unlisted`: 'path: reason' of each match that cannot be
+    listed)."""
     passed_over = list(unlisted)
     for m in metadata:
         try:
-            return m.path, read_header(m.path)
+            return m.path, read_header(m.path, settings.delimiter, settings.decimal)
         except NotARegularFile as e:
             passed_over.append(f"{m.path}: {e}")
+        except DialectError as e:
+            raise PlanError(f"{m.path}: {e}") from e
         except (OSError, EOFError, zlib.error, csv.Error, ValueError) as e:
             raise PlanError(f"{m.path}: cannot read its header, which names the dataset's columns: {e}") from e
     more = f" and {len(passed_over) - 3} more" if len(passed_over) > 3 else ""
     raise PlanError(f"no regular file matches {pattern} ({'; '.join(passed_over[:3])}{more})")
 
 
-def make_plan(config: Config, hand_over: bool = False) -> Plan:
+def make_plan(config: Config, hand_over: bool = False, local_files: bool = True) -> Plan:
     """The plan of a run of `config`. `hand_over`: the job will run in this process, so keep the
-    planner's classified listing of class folders for its listing step (listing_handover)."""
+    planner's classified listing of class folders for its listing step (listing_handover).
+    `local_files`: the job's workers read this machine's files (runners.reads_local_files)."""
     source = storage.absolute(config.input_uri)
     planner = {
         "images": functools.partial(_plan_class_folders, hand_over=hand_over),
-        "image_csv": _plan_image_csv,
+        "image_csv": functools.partial(_plan_image_csv, local_files=local_files),
         "csv": _plan_tabular,
     }[config.kind]
     planned = planner(config, source)
@@ -269,4 +292,5 @@ def make_plan(config: Config, hand_over: bool = False) -> Plan:
         config.compression.upper(),
         config.index,
         planned.listed_here,
+        dialect=planned.dialect,
     )

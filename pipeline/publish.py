@@ -26,7 +26,6 @@ from pipeline.label_map import (
     missing_from_split_warnings,
     new_labels_warnings,
 )
-from pipeline.lease import lease_problems
 from pipeline.planning import Plan
 from pipeline.readback import shard_problems
 from pipeline.shard_check import ShardCount
@@ -41,40 +40,37 @@ _LOG = logging.getLogger(__name__)
 
 class Publication(Protocol):
     """Where a finished run's manifest goes. `publish` runs on a worker, so it is pickled into the
-    job; `clean_up_failed` runs on the launcher when the job fails."""
+    job; `prepare`, `rejected` and `clean_up_failed` run on the launcher."""
 
-    folder: str  # where the job writes its shards and error report
-    run: str  # the run's name (pipeline.contract.versions.new_version), recorded in the manifest
+    folder: str  # the run's own folder, where the job writes its shards and error report
+    run: str  # the run's name (pipeline.contract.versions.new_run), recorded in the manifest
+
+    def prepare(self) -> None:
+        """Makes the run's own folder, before the job runs."""
 
     def publish(self, manifest: Manifest) -> None:
-        """Commits a trusted manifest; records one whose `rejected` is not empty as rejected."""
+        """Commits a trusted manifest; records one whose `rejected` is not empty as rejected.
+        Raises pipeline.lease.LeaseLost, touching nothing, when the run no longer holds its lease."""
+
+    def rejected(self) -> Manifest | None:
+        """This run's rejected manifest, if `publish` recorded one."""
 
     def clean_up_failed(self) -> Manifest | None:
         """After a failed job: removes what it wrote, except a rejected run's report; returns the
         rejected manifest, if the job got that far."""
 
 
-def with_reader_metadata(folder: str, manifest: Manifest) -> Manifest:
-    """Writes what other readers need beside an uncompressed dataset (TFDS metadata) into
-    `folder` and returns the manifest naming it. A dataset TFDS cannot describe (keys `a` and
-    `a/b`, ...) still publishes, with a warning: every other reader can read it."""
+def reader_metadata(folder: str, manifest: Manifest) -> dict[str, str]:
+    """What other readers need beside an uncompressed dataset in `folder` (TFDS metadata), by
+    file name. A dataset TFDS cannot describe (keys `a` and `a/b`, ...) still publishes, with a
+    warning: every other reader can read it."""
     if manifest.compression != UNCOMPRESSED:
-        return manifest
+        return {}
     try:
-        files = tfds_metadata(manifest)
+        return tfds_metadata(manifest)
     except TfdsMetadataError as e:
         _LOG.warning("%s: no TFDS metadata: %s", folder, e)
-        return manifest
-    for name, text in files.items():
-        storage.write_atomically(join(folder, name), text)
-    return dataclasses.replace(manifest, metadata_files=tuple(sorted(files)))
-
-
-def write_manifest(folder: str, manifest: Manifest) -> str:
-    path = join(folder, MANIFEST_NAME)
-    storage.write_atomically(path, manifest.to_json())
-    _LOG.info("wrote %s", path)
-    return path
+        return {}
 
 
 class RunRejectedError(RuntimeError):
@@ -82,28 +78,20 @@ class RunRejectedError(RuntimeError):
     alerting on failed jobs sees the rejected run."""
 
 
-def write_rejection(folder: str, manifest: Manifest, fail_job: bool) -> None:
-    """An untrusted run: manifest.rejected.json (never manifest.json) and its error report stay;
-    its shards (and indexes) go, so nothing can read them as data. `fail_job`: nobody waits for the job to
-    report it, so the job fails (a waiting launcher reports it and exits 1 instead)."""
+def write_rejection(folder: str, manifest: Manifest) -> None:
+    """An untrusted run, in its own `folder`: manifest.rejected.json (never manifest.json) and its
+    error report stay; its shards (and indexes) go, so nothing can read them as data."""
     storage.write_atomically(join(folder, REJECTED_MANIFEST_NAME), manifest.to_json())
-    files = [join(folder, f) for split in manifest.splits.values() for f in (*split.shards, *split.index_files)]
-    storage.delete([f for f in files if storage.exists(f)])
+    storage.delete([join(folder, f) for split in manifest.splits.values() for f in (*split.shards, *split.index_files)])
+
+
+def report_rejection(folder: str, manifest: Manifest, fail_job: bool) -> None:
+    """Says that the run recorded in `folder` was rejected. `fail_job`: nobody waits for the job to
+    report it, so the job fails (a waiting launcher reports it and exits 1 instead)."""
     counter("runs_rejected").inc()
     _LOG.error("%s not published: %s", folder, "; ".join(manifest.rejected))
     if fail_job:
         raise RunRejectedError(f"{folder} not published: " + "; ".join(manifest.rejected))
-
-
-def rejected_if_untrusted(manifest: Manifest, folder: str, leased: str, run: str, unattended: bool) -> bool:
-    """What every Publication does first: a run that lost `leased`'s lease (a waiting launcher
-    holds one; an unattended job has none) must not be trusted either; an untrusted run is
-    recorded in `folder` (write_rejection). True when it was: the caller commits nothing."""
-    if not unattended:
-        manifest = dataclasses.replace(manifest, rejected=(*manifest.rejected, *lease_problems(leased, run)))
-    if manifest.rejected:
-        write_rejection(folder, manifest, fail_job=unattended)
-    return bool(manifest.rejected)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,7 +159,12 @@ def build_manifest(
         error_fraction=errors / candidates if candidates else 0.0,
         image_keys=dict(settings.image_keys) if schema is None else {},
         inputs={"input": plan.input, "kind": plan.kind, "columns": list(plan.columns)},
-        options={**settings.options, "planned_shards": plan.shards, "planned_split_bytes": plan.split_bytes},
+        options={
+            **settings.options,
+            "planned_shards": plan.shards,
+            "planned_split_bytes": plan.split_bytes,
+            **({"planned_delimiter": plan.dialect.delimiter} if plan.kind == "csv" else {}),
+        },
         listing=plan.listing,
         package_version=pipeline.__version__,
         created=created,
@@ -199,6 +192,13 @@ def problems(plan: Plan, manifest: Manifest, counted: list[ShardCount], written:
         found.append(
             f"the job accounted for {manifest.counts.listed} sources but {expected} were listed before it ran: "
             "the input changed during the run, or the runner lost sources before the job counted them"
+        )
+    if manifest.counts.written == 0:
+        c = manifest.counts
+        found.append(
+            f"no source became a record ({c.listed} listed: {c.errors} failed, {c.skipped} skipped"
+            + (", and the input holds no data rows" if not c.listed and plan.kind == "csv" else "")
+            + "): a dataset without records is not published"
         )
     if manifest.error_budget_exceeded:
         found.append(

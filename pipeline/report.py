@@ -27,7 +27,7 @@ def bytes_on_disk(dest: str, manifest: Manifest) -> dict[str, int] | None:
     """Per split, the size of its shard files, from one listing of `dest`; None unless every shard
     the manifest names is there."""
     try:
-        sizes = {m.path: m.size_in_bytes for m in storage.match(join(dest, "*"))}
+        sizes = {m.path: m.size_in_bytes for m in storage.list_folder(dest)}
         return {s.name: sum(sizes[join(dest, shard)] for shard in s.shards) for s in manifest.splits.values()}
     except Exception:  # KeyError (a shard is missing) or a listing that failed: a summary never fails a run
         return None

@@ -8,8 +8,8 @@ and peak memory: README, Performance):
   (`image.local_processes`, image_processes below), on its own threads below that (where they
   keep the cores as busy, with less CPU: README, Performance). It holds a
   step's whole output until the step's bundle ends, so image records go into their shards in the
-  step that makes them (writes_while_reading); CSV records are held until WriteToTFRecord writes
-  them.
+  step that makes them (writes_while_reading); CSV records are held until WriteSplits groups them
+  by shard.
 * parallel (`--direct_num_workers N`, N > 1, or 0 for one per core): the FnApiRunner with N
   in-process workers (direct_running_mode in_memory, GroupByKey values paged through its state
   API). Its workers are threads under one GIL, and it holds every record, more per input byte.
@@ -271,7 +271,7 @@ def shard_check_processes(options: PipelineOptions, folder: str) -> int:
     return cores if cores >= 2 else 0
 
 
-# A plan with more shards keeps WriteToTFRecord on the lean runner too: writing while reading keeps
+# A plan with more shards keeps WriteSplits on the lean runner too: writing while reading keeps
 # a file open per shard, in each converting process too (gs:// ones hold up to 16 MiB each).
 MAX_OPEN_SHARDS = 512
 
@@ -298,10 +298,17 @@ def lean_held_bytes(kind: str, shards: dict[str, int], setting: bool, output: st
 
 
 def writes_while_reading(options: PipelineOptions, kind: str, shards: dict[str, int], setting: bool) -> bool:
-    """lean_writes_while_reading, on the lean runner only. Every other runner keeps WriteToTFRecord:
+    """lean_writes_while_reading, on the lean runner only. Every other runner groups by shard (WriteSplits):
     Dataflow passes records between fused steps without holding them, and the parallel runner's
     GroupByKeys hold them anyway."""
     return options.view_as(StandardOptions).runner == LEAN and lean_writes_while_reading(kind, shards, setting)
+
+
+def reads_local_files(runner: str) -> bool:
+    """Whether a local path names the user's file on `runner` (runner_of): on the local runners,
+    whose workers run on this machine. Every other runner's workers (Dataflow's) have disks of
+    their own."""
+    return runner in (LEAN, PARALLEL, "DirectRunner")
 
 
 def spreads_work(options: PipelineOptions) -> bool:
@@ -456,8 +463,7 @@ def local_run_threads(result, options: PipelineOptions) -> list[threading.Thread
 
 def _raise_stopped_in(thread: threading.Thread) -> None:
     """Makes `thread` raise Stopped at its next Python instruction (CPython's
-    PyThreadState_SetAsyncExc): for a step of Beam's own (WriteToTFRecord's writes, its finalize)
-    that checks no flag."""
+    PyThreadState_SetAsyncExc): for a step of Beam's own (a GroupByKey) that checks no flag."""
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(stopping.Stopped))
 
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import pipeline
+from pipeline import local_writes
 from pipeline.contract.layout import INDEX_SUFFIX, is_remote
 from pipeline.tfrecord_framing import FRAMING_BYTES
 from pipeline.tfrecord_reader import RecordError, read_framed_records
@@ -70,8 +71,8 @@ def _write_text(path: str, text: str) -> None:
 
         storage.write_bytes(path, text.encode(), "text/plain")
         return
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    with local_writes.create_new(path) as f:  # never through a link planted under the name
+        f.write(text.encode())
 
 
 # Below this many bytes of shards in all, starting the processes (0.07 s each) costs more than

@@ -1,34 +1,56 @@
-"""Files on local disk and gs:// alike, through Beam's FileSystems: the project's only file I/O
-outside TensorFlow's readers.
+"""Files on local disk and gs:// alike: the project's only file I/O outside TensorFlow's readers,
+and the one place that decides what a path means.
+
+A path is a name, never a pattern: listing, reading, writing, renaming and deleting take it
+literally, so a folder called `exp[1]` or `gs://b/exp*` is that folder and no other. The one
+pattern is a tabular run's `--input` (`list_matching`). Beam's FileSystems reads paths as glob
+patterns in `match` and `delete` (and Beam's file sinks glob-delete their outputs' names), so
+neither is called: listings go through os.scandir and the GCS client with a literal prefix, and
+every delete names one file or object.
+
+No write follows a link: a local file is created new and exclusively (O_EXCL | O_NOFOLLOW), under a
+fresh random name when it replaces another (`write_atomically`), and a link planted where a run
+writes or deletes is removed as a link or left alone, never written through. A run's own folders
+are made exclusively (`make_folder`), and a folder that is a link is never deleted into.
 
 Everything is read and written uncompressed as stored (Beam would otherwise guess compression
-from the extension), except `open_text`, which unwraps `.gz` for CSV readers.
-Local files are read only when regular: a FIFO, socket or device (or a link to one) raises
-NotARegularFile instead of hanging the run (pipeline.local_files).
+from the extension), except `open_text`, which unwraps `.gz` for CSV readers, and `create`, which
+writes GZIP on request. Local files are read only when regular: a FIFO, socket or device (or a
+link to one) raises NotARegularFile instead of hanging the run (pipeline.local_files).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import gzip
 import hashlib
 import io
+import logging
 import os
 import re
+import shutil
 import tempfile
+import time
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
-from apache_beam.io.filesystem import CompressionTypes, FileMetadata, FileSystem
+from apache_beam.io.filesystem import CompressedFile, CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.contract.layout import TEMPORARY_SUFFIX, is_remote
+from pipeline import local_writes
+from pipeline.contract.layout import is_remote, join, temporary_name
 from pipeline.local_files import dangling, open_regular
 
+_LOG = logging.getLogger(__name__)
 _AS_STORED = CompressionTypes.UNCOMPRESSED
-_GLOB = re.compile(r"[*?\[]")  # where a pattern's wildcards start, as Beam's `match` finds it
+_GLOB = re.compile(r"[*?\[]")  # where a pattern's wildcards start (Beam's pattern syntax)
+
+
+class LinkedFolder(OSError):
+    """A folder a run would delete or write into is a symbolic link: it is left alone."""
 
 
 def absolute(uri: str) -> str:
@@ -37,17 +59,39 @@ def absolute(uri: str) -> str:
 
 
 def parent(path: str) -> str:
-    return FileSystems.split(path)[0]
+    return path.rstrip("/").rsplit("/", 1)[0] if "/" in path.rstrip("/") else "."
 
 
 def basename(path: str) -> str:
-    return FileSystems.split(path)[1]
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def split_pattern(pattern: str) -> tuple[str, str]:
+    """(the folder a file pattern lists, literally, the rest of the pattern below it): the folder
+    is the pattern's part before its first wildcard, up to a `/`, with each one-character class
+    (`[[]`, `[*]`, `[?]`, `[1]`) read as the character it stands for."""
+    literal, at = [], 0
+    while at < len(pattern):
+        if pattern[at] == "[" and pattern[at + 2 : at + 3] == "]":
+            literal.append(pattern[at + 1])
+            at += 3
+        elif _GLOB.match(pattern[at]):
+            break
+        else:
+            literal.append(pattern[at])
+            at += 1
+    head = "".join(literal)
+    if at == len(pattern):  # no wildcard: the folder holding the one file named
+        return (head.rsplit("/", 1)[0], pattern.rsplit("/", 1)[1]) if "/" in head else (".", pattern)
+    folder_end = pattern.rfind("/", 0, at)
+    if folder_end < 0:
+        return ".", pattern
+    return head[: head.rfind("/")], pattern[folder_end + 1 :]
 
 
 def pattern_root(pattern: str) -> str:
-    """The folder part of a file pattern before its first wildcard."""
-    head = pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
-    return head.rsplit("/", 1)[0] if "/" in head else "."
+    """The folder a file pattern lists (split_pattern)."""
+    return split_pattern(pattern)[0]
 
 
 def has_filesystem(uri: str) -> bool:
@@ -65,14 +109,29 @@ def bucket_exists(name: str) -> bool:
     from google.api_core.exceptions import Forbidden
 
     try:
-        return _gcs_client(os.environ.get("STORAGE_EMULATOR_HOST")).bucket(name).exists()
+        return _client().bucket(name).exists()
     except Forbidden:
         return True
 
 
-def match(*patterns: str) -> list[FileMetadata]:
-    """Metadata (path, size, mtime) of every file matching any of the glob patterns."""
-    return [m for result in FileSystems.match(list(patterns)) for m in result.metadata_list]
+# --- listing: names taken literally
+
+
+def stat(path: str) -> FileMetadata | None:
+    """The metadata (path, size, mtime) of the file or object at `path`, or None when there is none."""
+    if is_remote(path):
+        blob = _blob(path).bucket.get_blob(_blob(path).name)
+        return None if blob is None else _metadata(blob)
+    try:
+        found = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return FileMetadata(path, found.st_size, found.st_mtime)
+
+
+def exists(path: str) -> bool:
+    """Whether a file (locally: or the file a link names) is at `path`."""
+    return stat(path) is not None if is_remote(path) else os.path.exists(path)
 
 
 class Unlisted(NamedTuple):
@@ -85,11 +144,10 @@ class Unlisted(NamedTuple):
 
 def list_below(folder: str) -> Iterator[FileMetadata | Unlisted]:
     """Every file below `folder`, at any depth, with what could not be listed reported as
-    `Unlisted` instead of silently left out. Beam's local `match` walks with `os.walk` and no
-    error handler, so an unreadable sub-folder (and everything below it) or a dangling link
-    vanishes from its listing; gs:// has no such cases, and a failed list call raises."""
+    `Unlisted` instead of silently left out (an unreadable sub-folder, a link to a folder, a
+    dangling link); gs:// has no such cases, and a failed list call raises."""
     if is_remote(folder):
-        yield from match(folder.rstrip("/") + "/**")
+        yield from (_metadata(blob) for blob in _list_blobs(folder.rstrip("/") + "/")[0])
         return
     if not os.path.isdir(folder):
         return
@@ -107,37 +165,77 @@ def list_below(folder: str) -> Iterator[FileMetadata | Unlisted]:
     yield from _unlisted_folders(failed)
 
 
+def files_below(folder: str) -> list[str]:
+    """The paths of every file below `folder` (what cannot be listed left out)."""
+    return [entry.path for entry in list_below(folder) if isinstance(entry, FileMetadata)]
+
+
+def list_folder(folder: str) -> list[FileMetadata]:
+    """The files directly in `folder` (not below its sub-folders), by literal name; none when
+    it does not exist."""
+    if is_remote(folder):
+        return [_metadata(blob) for blob in _list_blobs(folder.rstrip("/") + "/", delimiter="/")[0]]
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    listed = (_listed_file(entry.path) for entry in entries if not entry.is_dir(follow_symlinks=False))
+    return [m for m in listed if isinstance(m, FileMetadata)]
+
+
+def children(folder: str) -> list[str]:
+    """The names directly below `folder`, folders included (a local folder may hold empty ones)."""
+    if is_remote(folder):
+        start = _split(folder.rstrip("/") + "/")[1]
+        blobs, prefixes = _list_blobs(folder.rstrip("/") + "/", delimiter="/")
+        return sorted({b.name[len(start) :] for b in blobs} | {p[len(start) :].rstrip("/") for p in prefixes})
+    try:
+        return sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def is_link(path: str) -> bool:
+    """Whether a local path is a symbolic link (gs:// has none)."""
+    return not is_remote(path) and os.path.islink(path)
+
+
 def _listed_file(path: str) -> FileMetadata | Unlisted | None:
     """A local file's metadata; Unlisted when it cannot be stat'ed (a dangling link, ...); None
     when it is gone (deleted while listing: no longer input)."""
     try:
-        stat = os.stat(path)
+        found = os.stat(path)
     except FileNotFoundError:
         reason = dangling(path)
         return Unlisted(path, reason) if reason else None
     except OSError as e:
         return Unlisted(path, f"cannot read its size: {type(e).__name__}: {e.strerror or e}")
-    return FileMetadata(path, stat.st_size, stat.st_mtime)
+    return FileMetadata(path, found.st_size, found.st_mtime)
+
+
+def _unlisted_folders(failed: list[OSError]) -> Iterator[Unlisted]:
+    while failed:
+        e = failed.pop(0)
+        yield Unlisted(e.filename, f"cannot list this folder: {type(e).__name__}: {e.strerror or e}")
 
 
 def list_matching(pattern: str) -> Iterator[FileMetadata | Unlisted]:
-    """Every file the glob pattern matches, as `match` finds them, and as `Unlisted` each match
-    that cannot be stat'ed (a dangling link, a link loop), and each folder the listing could not
-    enter (unreadable, or a link to a folder) that could hold matches (`_could_hold_match`): Beam's
-    local `match` drops all of these without a word. gs:// has no such cases."""
-    if is_remote(pattern):
-        yield from match(pattern)
-        return
+    """Every file the glob pattern matches (Beam's pattern syntax: `*`, `**`, `?`, `[...]`; a
+    literal `[`, `*` or `?` is written `[[]`, `[*]`, `[?]`), listed literally below the folder
+    before its first wildcard; as `Unlisted` each match that cannot be stat'ed (a dangling link,
+    a link loop) and each folder the listing could not enter (unreadable, or a link to a folder)
+    that could hold matches (`_could_hold_match`). The only path read as a pattern."""
     if pattern.endswith("/"):
-        pattern += "*"  # as `match` reads it
-    prefix = _GLOB.split(pattern, 1)[0]
-    if prefix == pattern:  # no wildcard: the file itself
-        entry = _listed_file(pattern)
+        pattern += "*"
+    root, rest = split_pattern(pattern)
+    if not _GLOB.search(rest):  # no wildcard: the file itself
+        path = join(root, rest) if root != "." or pattern.startswith("./") else rest
+        entry = stat(path) if is_remote(path) else _listed_file(path)
         if entry is not None:
             yield entry
         return
-    matches = re.compile(FileSystem.translate_pattern(pattern)).match  # `match`'s own syntax
-    for entry in list_below(os.path.dirname(prefix)):
+    matches = re.compile(FileSystem.translate_pattern(pattern)).match
+    for entry in list_below(root):
         if isinstance(entry, Unlisted) and os.path.isdir(entry.path):  # a folder it could not enter
             if _could_hold_match(pattern, entry.path):
                 yield entry._replace(reason=entry.reason + "; it may hold files the pattern matches")
@@ -162,27 +260,7 @@ def _could_hold_match(pattern: str, folder: str) -> bool:
     return len(names) < len(parts)
 
 
-def _unlisted_folders(failed: list[OSError]) -> Iterator[Unlisted]:
-    while failed:
-        e = failed.pop(0)
-        yield Unlisted(e.filename, f"cannot list this folder: {type(e).__name__}: {e.strerror or e}")
-
-
-def files_below(folder: str) -> list[str]:
-    return [m.path for m in match(folder.rstrip("/") + "/**")]
-
-
-def children(folder: str) -> list[str]:
-    """The names directly below `folder`, folders included (a local folder may hold empty ones,
-    which `match` does not list)."""
-    if is_remote(folder):
-        prefix = folder.rstrip("/") + "/"
-        return sorted({path[len(prefix) :].split("/", 1)[0] for path in files_below(folder)})
-    return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-
-
-def exists(path: str) -> bool:
-    return FileSystems.exists(path)
+# --- reading
 
 
 def read_bytes(path: str) -> bytes:
@@ -192,12 +270,17 @@ def read_bytes(path: str) -> bytes:
 
 def read_text(path: str, errors: str = "strict") -> str | None:
     """The UTF-8 text of a file, or None when there is no such file."""
-    if not FileSystems.exists(path):
+    try:
+        return read_bytes(path).decode("utf-8", errors)
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    return read_bytes(path).decode("utf-8", errors)
+    except Exception:  # gs://: Beam's reader says "not found" its own ways
+        if is_remote(path) and not exists(path):
+            return None
+        raise
 
 
-def open_binary(path: str):
+def open_binary(path: str) -> BinaryIO:
     """A binary stream of the file's bytes as stored (read in chunks by the caller). A local path
     must be a regular file (or a link to one), else NotARegularFile: a FIFO or device would hang
     the reader (pipeline.local_files)."""
@@ -215,39 +298,115 @@ def open_text(uri: str, errors: str = "strict") -> io.TextIOWrapper:
     return io.TextIOWrapper(raw, encoding="utf-8", errors=errors, newline="")
 
 
-def text_lines(uri: str) -> Iterator[str]:
-    """The lines of a text file (plain or .gz), with their line ends; bytes that are not UTF-8
-    as surrogates (errors="surrogateescape": transforms.sources.not_utf8 finds them)."""
-    with open_text(uri, errors="surrogateescape") as text:
-        yield from text
+def fetch_to_temp(uri: str, suffix: str = "") -> str:
+    """A local temporary copy of a (small) file; the caller owns it."""
+    handle, path = tempfile.mkstemp(suffix=suffix)
+    with os.fdopen(handle, "wb") as out:
+        out.write(read_bytes(uri))
+    return path
+
+
+# --- writing: never through a link
+
+
+def make_folder(folder: str, exist_ok: bool = False) -> None:
+    """Makes a local folder whose parent exists. A run's own folder must not exist yet (a link or
+    folder planted under its name is an error, never used); with `exist_ok`, a folder (never a
+    link) already there is taken. gs:// has no folders."""
+    if is_remote(folder):
+        return
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        if exist_ok and os.path.isdir(folder) and not os.path.islink(folder):
+            return
+        what = "a symbolic link" if os.path.islink(folder) else "there already"
+        raise FileExistsError(errno.EEXIST, f"{what}: a run's own folder must be new", folder) from None
+
+
+def make_folders(folder: str) -> None:
+    """Makes a local folder and its missing parents (a DEST or ROOT the user named); a link the
+    user made as DEST is theirs to make."""
+    if not is_remote(folder):
+        os.makedirs(folder, exist_ok=True)
+
+
+def create(path: str, compression: str = _AS_STORED, mime_type: str = "application/octet-stream") -> BinaryIO:
+    """A stream writing a new file at `path` (GZIP-compressed when `compression` is
+    CompressionTypes.GZIP), replacing a file (or link) already there, as a retried step must:
+    locally the name is unlinked and created again exclusively, so a link planted there is
+    removed, never written through. Its folder must exist."""
+    if is_remote(path):
+        return FileSystems.create(path, mime_type=mime_type, compression_type=compression)
+    stream = local_writes.create_new(path)
+    return stream if compression == _AS_STORED else CompressedFile(stream, compression_type=compression)
 
 
 def write_bytes(path: str, data: bytes, mime_type: str = "application/octet-stream") -> None:
-    """Writes a whole file (creating a local file's folders)."""
+    """Writes a whole new file (`create`), making the folders a local path names."""
     if not is_remote(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with FileSystems.create(path, mime_type=mime_type, compression_type=_AS_STORED) as f:
+    with create(path, mime_type=mime_type) as f:
         f.write(data)
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Write to a temporary name, then rename: readers see the whole file or none."""
-    temporary = path + TEMPORARY_SUFFIX
-    write_bytes(temporary, text.encode("utf-8"))
-    FileSystems.rename([temporary], [path])
+def write_atomically(path: str, data: bytes | str) -> None:
+    """Replaces the file at `path` in one step: readers see the old file or the new one. Locally
+    written under a fresh random name beside it (created exclusively, never through a link),
+    then renamed over it; a GCS upload is atomic by itself."""
+    data = data.encode("utf-8") if isinstance(data, str) else data
+    if is_remote(path):
+        _blob(path).upload_from_string(data)
+    else:
+        local_writes.replace_atomically(path, data)
+
+
+def rename(source: str, destination: str) -> None:
+    """Moves one file to a new name (replacing a file or link there: a link itself, never its target)."""
+    if is_remote(source):
+        FileSystems.rename([source], [destination])
+    else:
+        os.replace(source, destination)
 
 
 def copy(source: str, destination: str) -> None:
-    """Replaces `destination` with `source`'s bytes in one step: a hard link renamed into place
-    locally, a server-side rewrite on GCS (objects are replaced whole)."""
+    """Replaces `destination` with `source`'s bytes in one step: a hard link under a fresh random
+    name renamed into place locally, a server-side copy on GCS (objects are replaced whole)."""
     if is_remote(source):
         FileSystems.copy([source], [destination])
+    else:
+        local_writes.link_into_place(source, destination)
+
+
+# --- deleting: one named file or object at a time
+
+
+def delete(paths: list[str]) -> None:
+    """Deletes each file or object named (a local link as a link, never its target; never a
+    folder); names already gone are no error."""
+    for path in paths:
+        if is_remote(path):
+            _delete_blob(path)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+def delete_tree(folder: str) -> None:
+    """Deletes a run's folder and everything below it: locally without following any link inside
+    (shutil.rmtree); a folder that is itself a link raises LinkedFolder and is left alone. On
+    gs://, every object below the literal prefix `folder/`."""
+    if is_remote(folder):
+        for blob in _list_blobs(folder.rstrip("/") + "/")[0]:
+            _delete_blob(f"gs://{blob.bucket.name}/{blob.name}")
         return
-    temporary = destination + TEMPORARY_SUFFIX
-    if os.path.lexists(temporary):
-        os.remove(temporary)
-    os.link(source, temporary)
-    os.replace(temporary, destination)
+    if os.path.islink(folder):
+        raise LinkedFolder(errno.ELOOP, "a symbolic link, not a run's folder: left alone", folder)
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)
+        else:
+            os.unlink(folder)  # a file under a run folder's name
 
 
 def missing_folders(path: str) -> list[str]:
@@ -272,77 +431,79 @@ def remove_empty_folders(folders: list[str]) -> None:
             return
 
 
-# Conditional writes, for a lease that two processes must never both hold: a file is created only
-# if absent, and replaced or deleted only if nobody changed it since it was read (its `token`: the
-# object generation on GCS, a hash of the bytes locally, compared under an flock on the folder). Beam's
-# FileSystems has no preconditions, so gs:// goes through google-cloud-storage directly.
+# --- conditional writes and fencing, for a lease that two processes must never both hold
+#
+# A lease file is created only if absent, and replaced or deleted only if nobody changed it since
+# it was read (its `token`: the object generation on GCS, a hash of the bytes locally, compared
+# under an flock on its folder). On GCS the lease is an empty object whose holder is in its
+# metadata, so that a write of a committed name can name the lease, at the generation this run
+# holds, as the first (empty) source of a compose: GCS refuses it once the lease has changed
+# (`commit_copy`). Locally the same flock that guards the lease is held while committed names are
+# written (`folder_lock`). Beam's FileSystems has no preconditions, so gs:// goes through
+# google-cloud-storage directly.
+
+_HOLDER_KEY = "holder"
+LOCK_WAIT_SECONDS = 30.0  # how long a lease change waits for a commit in progress to end
 
 
 def create_exclusive(path: str, data: bytes) -> str | None:
-    """Creates the file with `data` if there is none; its token, or None when it already exists."""
+    """Creates the lease file with `data` if there is none; its token, or None when it already exists."""
     if is_remote(path):
         from google.api_core.exceptions import PreconditionFailed
 
-        blob = _blob(path)
+        blob = _lease_blob(path, data)
         try:
-            blob.upload_from_string(data, if_generation_match=0)
+            blob.upload_from_string(b"", if_generation_match=0)
         except PreconditionFailed:
             return None
         return str(blob.generation)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    try:
-        handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
+    stream = local_writes.create_exclusive(path)
+    if stream is None:
         return None
-    with os.fdopen(handle, "wb") as f:
-        f.write(data)
+    with stream:
+        stream.write(data)
     return _digest(data)
 
 
 def read_with_token(path: str) -> tuple[bytes, str] | None:
-    """The file's bytes and token, or None when there is no such file."""
+    """The lease file's bytes and token, or None when there is no such file."""
     if is_remote(path):
-        from google.api_core.exceptions import NotFound
-
         blob = _blob(path).bucket.get_blob(_blob(path).name)
         if blob is None:
             return None
-        try:
-            return blob.download_as_bytes(if_generation_match=blob.generation), str(blob.generation)
-        except NotFound:
-            return None
+        return (blob.metadata or {}).get(_HOLDER_KEY, "").encode(), str(blob.generation)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    with os.fdopen(handle, "rb") as f:
+        data = f.read()
     return data, _digest(data)
 
 
-def replace_if_unchanged(path: str, data: bytes, token: str) -> str | None:
-    """Replaces the file with `data` if its token is still `token`; the new token, or None."""
+def replace_if_unchanged(path: str, data: bytes, token: str, wait_seconds: float = LOCK_WAIT_SECONDS) -> str | None:
+    """Replaces the lease file with `data` if its token is still `token`; the new token, or None.
+    Locally it waits up to `wait_seconds` for a commit in progress there (folder_lock)."""
     if is_remote(path):
         from google.api_core.exceptions import NotFound, PreconditionFailed
 
-        blob = _blob(path)
+        blob = _lease_blob(path, data)
         try:
-            blob.upload_from_string(data, if_generation_match=int(token))
+            blob.upload_from_string(b"", if_generation_match=int(token))
         except (PreconditionFailed, NotFound):
             return None
         return str(blob.generation)
-    with _local_lock(path):
+    with folder_lock(os.path.dirname(os.path.abspath(path)), wait_seconds):
         current = read_with_token(path)
         if current is None or current[1] != token:
             return None
-        temporary = path + TEMPORARY_SUFFIX
-        with open(temporary, "wb") as f:
-            f.write(data)
-        os.replace(temporary, path)
+        write_atomically(path, data)
     return _digest(data)
 
 
-def delete_if_unchanged(path: str, token: str) -> bool:
-    """Deletes the file if its token is still `token`."""
+def delete_if_unchanged(path: str, token: str, wait_seconds: float = LOCK_WAIT_SECONDS) -> bool:
+    """Deletes the lease file if its token is still `token` (waiting as replace_if_unchanged does)."""
     if is_remote(path):
         from google.api_core.exceptions import NotFound, PreconditionFailed
 
@@ -351,7 +512,7 @@ def delete_if_unchanged(path: str, token: str) -> bool:
         except (PreconditionFailed, NotFound):
             return False
         return True
-    with _local_lock(path):
+    with folder_lock(os.path.dirname(os.path.abspath(path)), wait_seconds):
         current = read_with_token(path)
         if current is None or current[1] != token:
             return False
@@ -359,50 +520,143 @@ def delete_if_unchanged(path: str, token: str) -> bool:
     return True
 
 
+class FolderBusy(OSError):
+    """Another process holds the folder's lock longer than a lease change may wait."""
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str, wait_seconds: float = LOCK_WAIT_SECONDS):
+    """An exclusive flock on a local folder, held across a read-compare-write of its lease or a
+    commit into it (no lock file). Raises FolderBusy when another process keeps it longer than
+    `wait_seconds` (a commit in progress, or a process stopped while committing)."""
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        deadline, waiting = time.monotonic() + wait_seconds, False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise FolderBusy(errno.EWOULDBLOCK, "another process holds its lock (a commit)", folder) from None
+                if not waiting:
+                    _LOG.info("waiting up to %.0f s for the commit in progress in %s", wait_seconds, folder)
+                    waiting = True
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
+def commit_copy(source: str, destination: str, lease: tuple[str, str] | None) -> None:
+    """`copy`, for a committed name: on GCS a compose whose first source is the lease object
+    (`lease`: its path and the generation this run holds), so GCS refuses the write with
+    PreconditionFailed once another run has taken the lease; locally the caller holds
+    `folder_lock` on the lease's folder. Without a lease (an unattended run), a plain copy."""
+    if not is_remote(source) or lease is None:
+        copy(source, destination)
+        return
+    lease_path, generation = lease
+    sources = [_blob(lease_path), _blob(source)]
+    _blob(destination).compose(sources, if_source_generation_match=[int(generation), None], retry=_idempotent_retry())
+
+
+def commit_write(path: str, data: bytes | str, lease: tuple[str, str] | None, staging: str) -> None:
+    """`write_atomically`, for a committed name (`commit_copy`): on GCS the bytes go to a new
+    object in the run's `staging` folder first, then are composed into place behind the lease."""
+    if not is_remote(path) or lease is None:
+        write_atomically(path, data)
+        return
+    pending = staging.rstrip("/") + "/" + temporary_name(basename(path), os.urandom(6).hex())
+    write_atomically(pending, data)
+    try:
+        commit_copy(pending, path, lease)
+    finally:
+        _delete_blob(pending)
+
+
+def generations(paths: list[str]) -> dict[str, str]:
+    """The current generation of each gs:// object named (those that exist): what a delete of a
+    committed name observes before it proves its lease (`delete_generation`)."""
+    found = {}
+    for path in paths:
+        blob = _blob(path).bucket.get_blob(_blob(path).name)
+        if blob is not None:
+            found[path] = str(blob.generation)
+    return found
+
+
+def delete_generation(path: str, generation: str) -> bool:
+    """Deletes the gs:// object if it is still at `generation`; False when it changed (or is gone)."""
+    from google.api_core.exceptions import NotFound, PreconditionFailed
+
+    try:
+        _blob(path).delete(if_generation_match=int(generation), retry=_idempotent_retry())
+    except PreconditionFailed:
+        return False
+    except NotFound:
+        return True
+    return True
+
+
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# --- gs:// through google-cloud-storage
+
+
 @functools.cache
-def _gcs_client(endpoint: str | None):
+def _client_for(endpoint: str | None):
     """One client per endpoint (STORAGE_EMULATOR_HOST, when set, as Beam's own client honours it)."""
     from google.cloud import storage as gcs
 
     return gcs.Client()
 
 
-def _blob(path: str):
+def _client():
+    return _client_for(os.environ.get("STORAGE_EMULATOR_HOST"))
+
+
+def _split(path: str) -> tuple[str, str]:
     bucket, _, name = path[len("gs://") :].partition("/")
-    return _gcs_client(os.environ.get("STORAGE_EMULATOR_HOST")).bucket(bucket).blob(name)
+    return bucket, name
 
 
-@contextlib.contextmanager
-def _local_lock(path: str):
-    """An exclusive flock on the file's folder, held across a read-compare-write (no lock file)."""
-    handle = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(handle)  # releases the lock
+def _blob(path: str):
+    bucket, name = _split(path)
+    return _client().bucket(bucket).blob(name)
 
 
-def delete(paths: list[str]) -> None:
-    if paths:
-        FileSystems.delete(paths)
+def _lease_blob(path: str, data: bytes):
+    blob = _blob(path)
+    blob.metadata = {_HOLDER_KEY: data.decode()}
+    return blob
 
 
-def delete_folder(folder: str) -> None:
-    """Everything below `folder` (a gs:// prefix has no folder object to delete)."""
-    if is_remote(folder):
-        delete(files_below(folder))
-    elif FileSystems.exists(folder):
-        FileSystems.delete([folder])  # local: removes the directory tree
+def _list_blobs(prefix: str, delimiter: str | None = None) -> tuple[list, set[str]]:
+    """The objects whose names start with `prefix` (literally: no pattern), and with a delimiter
+    the "folders" below it (their prefixes)."""
+    bucket, name = _split(prefix)
+    pages = _client().list_blobs(bucket, prefix=name, delimiter=delimiter)
+    blobs = list(pages)
+    return blobs, set(pages.prefixes)
 
 
-def fetch_to_temp(uri: str, suffix: str = "") -> str:
-    """A local temporary copy of a (small) file; the caller owns it."""
-    handle, path = tempfile.mkstemp(suffix=suffix)
-    with os.fdopen(handle, "wb") as out:
-        out.write(read_bytes(uri))
-    return path
+def _metadata(blob) -> FileMetadata:
+    from apache_beam.io.gcp.gcsio import GcsIO  # Beam's own seconds, so fingerprints stay as they were
+
+    return FileMetadata(f"gs://{blob.bucket.name}/{blob.name}", blob.size, GcsIO._updated_to_seconds(blob.updated))
+
+
+def _delete_blob(path: str) -> None:
+    from google.api_core.exceptions import NotFound
+
+    with contextlib.suppress(NotFound):
+        _blob(path).delete(retry=_idempotent_retry())
+
+
+def _idempotent_retry():
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    return DEFAULT_RETRY

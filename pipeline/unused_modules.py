@@ -32,7 +32,7 @@ CLOUD_PACKAGES = ("apache_beam.io.gcp", "google.cloud", "apitools")
 INTEGRATION_PACKAGES = ("pandas", "pyarrow", "pymongo", "bson")  # bson: pymongo's
 LEFT_OUT = CLOUD_PACKAGES + INTEGRATION_PACKAGES
 # Left importable: Beam's core imports its Pub/Sub module unguarded wherever it looks for Pub/Sub
-# sources and sinks (apache_beam/io/iobase.py: every Write, such as WriteToTFRecord, on expanding),
+# sources and sinks (apache_beam/io/iobase.py: every Beam Write, on expanding),
 # and that module imports google.cloud.pubsub only inside `try`.
 STILL_IMPORTABLE = ("apache_beam.io.gcp", "apache_beam.io.gcp.pubsub")
 _BEAM_RUNNER_FLAGS = ("--runner", "--direct_num_workers")

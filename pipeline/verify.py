@@ -232,15 +232,14 @@ def _total_of(shard: str, compression: str) -> int | None:
 
 def _check_stray_shards(dest: str, manifest: Manifest, result: Verification) -> None:
     listed = {s for split in manifest.splits.values() for s in split.shards}
-    for split in manifest.splits:
-        try:
-            matches = storage.match(join(dest, record_files(manifest.compression).glob(split)))
-        except Exception:  # a listing failure is not a data problem
-            continue
-        for m in matches:
-            name = storage.basename(m.path)
-            if name not in listed:
-                result.problem(f"{name}: a shard file of split {split} that the manifest does not list")
+    try:
+        names = [storage.basename(m.path) for m in storage.list_folder(dest)]
+    except Exception:  # a listing failure is not a data problem
+        return
+    for name in sorted(names):
+        split = next((s for s in manifest.splits if record_files(manifest.compression).is_shard_of(name, s)), None)
+        if split is not None and name not in listed:
+            result.problem(f"{name}: a shard file of split {split} that the manifest does not list")
 
 
 def _check_error_files(dest: str, manifest: Manifest, result: Verification) -> None:

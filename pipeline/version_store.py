@@ -7,7 +7,9 @@ ROOT/LATEST), rejecting an untrusted one, retention, and cleaning up after a fai
 
 `VersionPublication.publish` runs as the job's last step (so this also holds for a Flex Template
 launch, whose launcher does not wait for the job); it imports no command code, as a worker
-unpickles it. Names and LATEST parsing: pipeline.contract.
+unpickles it. It writes LATEST and deletes versions only inside the run's lease Fence
+(pipeline.lease): a run that lost the lease touches nothing. A version folder that is a link is
+reported and left alone. Names and LATEST parsing: pipeline.contract.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import logging
 
 from pipeline import storage
 from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join
-from pipeline.contract.manifest import Manifest
+from pipeline.contract.manifest import Manifest, ManifestError, read_rejected_manifest
 from pipeline.contract.versions import LATEST_NAME, is_version, read_pointer, version_time
-from pipeline.publish import rejected_if_untrusted, with_reader_metadata, write_manifest
+from pipeline.lease import Fence
+from pipeline.publish import reader_metadata, report_rejection, write_rejection
 from transforms.counting import counter
 
 _LOG = logging.getLogger(__name__)
@@ -48,33 +51,53 @@ def version_states(root: str) -> dict[str, str]:
     }
 
 
-def remove_unfinished_versions(root: str) -> list[str]:
+class NotPublished(RuntimeError):
+    """A refresh made a version that LATEST cannot name (it names a newer one, written without
+    this root's lease): the run fails rather than end as if it had published."""
+
+
+def _delete_version(root: str, version: str, fence: Fence | None) -> bool:
+    """Deletes a version folder (behind the run's lease, but its own); False when it is a link
+    (reported and left alone)."""
+    try:
+        if fence is None:
+            storage.delete_tree(join(root, version))
+        else:
+            fence.delete_tree(join(root, version))
+    except storage.LinkedFolder:
+        _LOG.warning("%s is a symbolic link where a version folder would be: left alone", join(root, version))
+        return False
+    return True
+
+
+def remove_unfinished_versions(root: str, fence: Fence) -> list[str]:
     """Deletes the version folders without any manifest: under the root's lease (pipeline.lease)
     no other run is writing, so they belong to runs that died. Returns the versions deleted."""
     unfinished = sorted(v for v, state in version_states(root).items() if state == "incomplete")
-    for version in unfinished:
-        storage.delete_folder(join(root, version))
-    if unfinished:
-        _LOG.info("removed version folder(s) %s of %s: left by runs that did not finish", ", ".join(unfinished), root)
-    return unfinished
+    deleted = [version for version in unfinished if _delete_version(root, version, fence)]
+    if deleted:
+        _LOG.info("removed version folder(s) %s of %s: left by runs that did not finish", ", ".join(deleted), root)
+    return deleted
 
 
-def apply_retention(root: str, keep: int, latest: str, now: datetime.datetime | None = None) -> list[str]:
+def apply_retention(
+    root: str, keep: int, latest: str, fence: Fence | None = None, now: datetime.datetime | None = None
+) -> list[str]:
     """Deletes complete versions beyond the newest `keep`, and failed or abandoned ones, but only
     versions older than `latest` (the one LATEST names, always kept; newer ones may still be
     running). Returns the versions deleted."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     states = version_states(root)
-    complete = sorted(v for v, state in states.items() if state == "complete")
+    complete = sorted((v for v, state in states.items() if state == "complete"), key=version_time)
     kept = set(complete[-keep:]) | {latest}
     deleted = []
     for version, state in sorted(states.items()):
-        if version >= latest or version in kept:
+        if version_time(version) >= version_time(latest) or version in kept:
             continue
         if state == "incomplete" and now - version_time(version) < INCOMPLETE_GRACE:
             continue
-        storage.delete_folder(join(root, version))
-        deleted.append(version)
+        if _delete_version(root, version, fence):
+            deleted.append(version)
     if deleted:
         _LOG.info("retention (keep %d): deleted version(s) %s of %s", keep, ", ".join(deleted), root)
     return deleted
@@ -83,59 +106,73 @@ def apply_retention(root: str, keep: int, latest: str, now: datetime.datetime | 
 @dataclasses.dataclass(frozen=True)
 class VersionPublication:
     """A refresh's Publication (pipeline.publish): only a trusted run gets manifest.json and then
-    moves ROOT/LATEST; any other gets manifest.rejected.json and fails the job."""
+    moves ROOT/LATEST; any other gets manifest.rejected.json (and fails the job when nobody waits
+    for it). `version` sorts after every version of ROOT (contract.versions.next_version)."""
 
     root: str
     version: str
+    run: str  # the run holding ROOT's lease (pipeline.lease)
     keep: int | None = None
-    unattended: bool = False  # a template launch: no launcher waits to report a rejection
+    unattended: bool = False  # a template launch: no lease, and no launcher waits to report a rejection
 
     @property
     def folder(self) -> str:
         return join(self.root, self.version)
 
-    @property
-    def run(self) -> str:
-        return self.version
+    def prepare(self) -> None:
+        """Makes the version folder, which must not exist (a link planted there stops the run); a
+        job that runs later (unattended, on Dataflow) writes gs://, which has no folders."""
+        if not self.unattended:
+            storage.make_folder(self.folder)
 
     def publish(self, manifest: Manifest) -> None:
-        if rejected_if_untrusted(manifest, self.folder, self.root, self.version, self.unattended):
-            return
-        write_manifest(self.folder, with_reader_metadata(self.folder, manifest))
-        self.advance(manifest)
+        with Fence(self.root, self.run, self.unattended) as fence:
+            if manifest.rejected:
+                write_rejection(self.folder, manifest)
+                report_rejection(self.folder, manifest, fail_job=self.unattended)
+                return
+            files = reader_metadata(self.folder, manifest)
+            for name, text in files.items():
+                storage.write_atomically(join(self.folder, name), text)
+            manifest = dataclasses.replace(manifest, metadata_files=tuple(sorted(files)))
+            storage.write_atomically(join(self.folder, MANIFEST_NAME), manifest.to_json())
+            _LOG.info("wrote %s", join(self.folder, MANIFEST_NAME))
+            self.advance(manifest, fence)
 
-    def advance(self, manifest: Manifest) -> None:
+    def advance(self, manifest: Manifest, fence: Fence) -> None:
         """manifest.json is written: point LATEST here (never back to an older version)."""
         current = latest_version(self.root)
-        if current is not None and is_version(current) and current > self.version:
-            _LOG.warning(
-                "%s/LATEST already names the newer version %s; leaving it (this run: %s)",
-                self.root,
-                current,
-                self.version,
+        if current is not None and is_version(current) and version_time(current) > version_time(self.version):
+            raise NotPublished(
+                f"{self.root}/LATEST names {current}, newer than this run's {self.version}, which was written "
+                f"by something that did not hold the root's lease: version {self.version} is not published"
             )
-            return
-        storage.write_atomically(join(self.root, LATEST_NAME), self.version + "\n")
+        fence.write(join(self.root, LATEST_NAME), self.version + "\n", self.folder)
         counter("versions_published").inc()
         _LOG.info(
             "published %s: %s/LATEST -> %s (%d records)", self.folder, self.root, self.version, manifest.counts.written
         )
         if self.keep:
             try:
-                apply_retention(self.root, self.keep, self.version)
+                apply_retention(self.root, self.keep, self.version, fence)
             except Exception:  # the version is published; retention can wait for the next refresh
                 _LOG.exception("retention failed in %s; the next refresh tries again", self.root)
+
+    def rejected(self) -> Manifest | None:
+        try:
+            return read_rejected_manifest(self.folder, storage.read_text)
+        except ManifestError:
+            return None
 
     def clean_up_failed(self) -> Manifest | None:
         """After a failed run: delete the version folder, except the error report and rejected
         manifest if the job wrote them. Returns the rejected manifest, if any."""
         if latest_version(self.root) == self.version:
             return None  # published after all: never delete what LATEST names
-        text = storage.read_text(join(self.folder, REJECTED_MANIFEST_NAME))
-        if text is None:
-            storage.delete_folder(self.folder)
+        rejected = self.rejected()
+        if rejected is None:
+            _delete_version(self.root, self.version, None)
             return None
-        rejected = Manifest.from_json(text)
         keep = {REJECTED_MANIFEST_NAME, *rejected.report_files}
         storage.delete([p for p in storage.files_below(self.folder) if p[len(self.folder) + 1 :] not in keep])
         return rejected

@@ -20,6 +20,12 @@ fault, the ways real GCS fails:
   client's retry must be idempotent (GCS clients' are). A reply with under 2 body bytes cannot be
   truncated: it goes out whole and the fault is withdrawn.
 
+With ``preconditions=True`` the proxy also enforces what the emulator ignores: a request's
+``ifGenerationMatch`` (uploads, deletes, a compose's destination) and each compose source's
+``objectPreconditions.ifGenerationMatch`` are checked against the object's current generation
+(asked of the emulator) and answered ``412 conditionNotMet`` when they differ, as GCS does.
+Requests with preconditions are checked and forwarded one at a time.
+
 Faults are bounded so a correct client always finishes: at most ``max_faults`` in all, only during
 the first ``window_s`` seconds after the first request, and never on two consecutive attempts of
 the same request (method + target), so its retry goes through. Whether a request is faulted
@@ -41,7 +47,7 @@ import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 __all__ = ["FAULT_KINDS", "FaultProxy"]
 
@@ -97,6 +103,7 @@ class FaultProxy:
         window_s: float = 60.0,
         kinds: tuple[str, ...] = FAULT_KINDS,
         host: str = "127.0.0.1",
+        preconditions: bool = False,
     ) -> None:
         unknown = set(kinds) - set(FAULT_KINDS)
         if unknown:
@@ -104,8 +111,10 @@ class FaultProxy:
         parts = urlsplit(upstream)
         self.upstream, self.upstream_url = (parts.hostname, parts.port or 80), upstream.rstrip("/")
         self.seed, self.rate, self.max_faults, self.window_s = seed, rate, max_faults, window_s
-        self.kinds, self.host = tuple(kinds), host
+        self.kinds, self.host, self.preconditions = tuple(kinds), host, preconditions
         self._lock = threading.Lock()
+        self._conditional = threading.Lock()  # one request with preconditions at a time
+        self.refused: list[tuple[str, str]] = []  # (method, target) answered 412
         self._counts: Counter[str] = Counter({kind: 0 for kind in self.kinds})
         self._attempts: Counter[tuple[str, str]] = Counter()
         self._faulted_last: dict[tuple[str, str], bool] = {}
@@ -212,6 +221,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _relay(self) -> None:
         proxy: FaultProxy = self.server.proxy
         body = self._read_body()  # always read in full, so a fault never leaves bytes on the socket
+        checks = _preconditions(self.command, self.path, body) if proxy.preconditions else []
+        if checks:
+            with proxy._conditional:
+                if any(self._generation(bucket, name) != wanted for bucket, name, wanted in checks):
+                    proxy.refused.append((self.command, self.path))
+                    self._send(412, [("Content-Type", "application/json")], _error_body("412"))
+                    return
+                self._forward_and_send(body)
+            return
         kind = proxy._decide(self.command, self.path)
         if kind in ("503", "429"):
             self._send(int(kind), [("Content-Type", "application/json"), ("Retry-After", "0")], _error_body(kind))
@@ -219,6 +237,10 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "drop":
             self.close_connection = True  # the server closes the socket: no status line at all
             return
+        self._forward_and_send(body, kind)
+
+    def _forward_and_send(self, body: bytes | None, kind: str | None = None) -> None:
+        proxy: FaultProxy = self.server.proxy
         try:
             status, reason, headers, payload = self._forward(body)
         except OSError as e:  # the emulator itself failed: not an injected fault, tell the client
@@ -232,6 +254,17 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             proxy._withdraw(self.command, self.path, kind)
         self._send(status, headers, payload, reason=reason)
+
+    def _generation(self, bucket: str, name: str) -> int:
+        """The object's current generation at the emulator; 0 when there is none."""
+        conn = http.client.HTTPConnection(*self.server.proxy.upstream, timeout=120)
+        try:
+            conn.request("GET", f"/storage/v1/b/{bucket}/o/{quote(name, safe='')}")
+            resp = conn.getresponse()
+            data = resp.read()
+        finally:
+            conn.close()
+        return int(json.loads(data)["generation"]) if resp.status == 200 else 0
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
 
@@ -298,11 +331,44 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
+_OBJECT = re.compile(r"/(?:upload/)?storage/v1/b/([^/]+)/o(?:/([^/?]+))?(/compose)?$")
+
+
+def _preconditions(method: str, target: str, body: bytes | None) -> list[tuple[str, str, int]]:
+    """(bucket, object, generation it must have) for each precondition of a request: its
+    ifGenerationMatch (on the object its path names, or an upload's `name`), and each compose
+    source's."""
+    url = urlsplit(target)
+    match = _OBJECT.match(url.path)
+    if not match:
+        return []
+    bucket, name, compose = match.group(1), unquote(match.group(2) or ""), match.group(3)
+    query = parse_qs(url.query)
+    checks = []
+    if "ifGenerationMatch" in query:
+        if not name:  # an upload: the name is in the query or in the JSON part of the body
+            name = query.get("name", [""])[0] or _uploaded_name(body)
+        checks.append((bucket, name, int(query["ifGenerationMatch"][0])))
+    if compose and method == "POST" and body:
+        for source in json.loads(body).get("sourceObjects", []):
+            wanted = source.get("objectPreconditions", {}).get("ifGenerationMatch")
+            if wanted is not None:
+                checks.append((bucket, source["name"], int(wanted)))
+    return checks
+
+
+def _uploaded_name(body: bytes | None) -> str:
+    """The object name in a multipart upload's JSON metadata part."""
+    found = re.search(rb"\r\n\r\n(\{.*?\})\r\n--", body or b"", re.DOTALL)
+    return json.loads(found.group(1)).get("name", "") if found else ""
+
+
 def _error_body(code: str) -> bytes:
     """A GCS JSON API error body, so clients parse a reason as they would from GCS."""
     message, reason = {
         "503": ("Service Unavailable", "backendError"),
         "429": ("Too Many Requests", "rateLimitExceeded"),
+        "412": ("Precondition Failed", "conditionNotMet"),
     }[code]
     error = {"code": int(code), "message": f"{message} (injected)", "errors": [{"message": message, "reason": reason}]}
     return json.dumps({"error": error}).encode()

@@ -36,10 +36,13 @@ def arm(target: str, nth: int, signal_number: int = signal.SIGKILL) -> None:
     setattr(owner, name, wrapper)
 
 
+_MODES = {"--interrupt": signal.SIGINT, "--stop": signal.SIGSTOP}
+
+
 def main() -> None:
     words = sys.argv[1:]
-    signal_number = signal.SIGINT if words[0] == "--interrupt" else signal.SIGKILL
-    words = words[1:] if signal_number == signal.SIGINT else words
+    signal_number = _MODES.get(words[0], signal.SIGKILL)
+    words = words[1:] if words[0] in _MODES else words
     separator = words.index("--")
     targets, args = words[:separator], words[separator + 1 :]
     assert targets and len(targets) % 2 == 0, __doc__

@@ -331,7 +331,9 @@ def run_leased(plan, config):
     """run_job as `convert` runs it: holding the output's lease."""
     with Lease(plan.output, "run1") as lease:
         lease.acquire()
-        return run_job(plan, config, [], FolderPublication(plan.output, "run1"))
+        publication = FolderPublication(plan.output, "run1")
+        publication.prepare()
+        return run_job(plan, config, [], publication)
 
 
 def test_feature_keys_are_configurable(tmp_path):

@@ -1,7 +1,7 @@
 """End to end: rows of an image CSV that cannot become records (unsupported URI schemes, buckets
 that do not exist, missing images, duplicates, conflicts, unknown splits, more than one label,
-bytes that are not UTF-8; a BOM is no problem) are dead letters
-with reasons, the run's accounting adds up, and planning does not crash."""
+bytes that are not UTF-8, images outside the CSV's folder and `image_csv.roots`; a BOM is no
+problem) are dead letters with reasons, the run's accounting adds up, and planning does not crash."""
 
 from __future__ import annotations
 
@@ -101,3 +101,66 @@ def test_image_csv_rows_in_a_missing_bucket_or_object_on_gcs(gcs_emulator, gcs_b
     assert reasons[missing] == ("read", f"object not found: {missing}")
     [(stage, reason)] = [v for k, v in reasons.items() if k.endswith("labels.csv:8")]
     assert stage == "parse" and "unsupported URI scheme 'https://'" in reason
+
+
+def test_gcs_rows_name_any_object_unless_roots_name_gcs_prefixes(gcs_emulator, gcs_bucket, tmp_path):
+    """The AutoML layout (a CSV of gs:// URIs kept elsewhere) needs no setting; `image_csv.roots`
+    naming gs:// prefixes confines gs:// URIs to them (and the CSV's folder). A relative URI never
+    climbs out of the CSV's folder unless a root holds where it lands."""
+    names = _images(tmp_path)
+    bucket = f"gs://{gcs_bucket}"
+    gcs_emulator.upload_dir(tmp_path / "images", f"{bucket}/data/images")
+    notes = f"{bucket}/private/notes.jpg"
+    gcs_emulator.upload_bytes(notes, b"root:x:0:0:root:/root:/bin/bash\n")
+    rows = [f"TRAIN,{bucket}/data/{n},{n.split('/')[1]}" for n in names]
+    rows += [f"TRAIN,{notes},circle", "TRAIN,../private/notes.jpg,circle"]
+    gcs_emulator.upload_bytes(f"{bucket}/csvs/labels.csv", ("\n".join(rows) + "\n").encode())
+    args = ["--kind", "image_csv", "--input", f"{bucket}/csvs/labels.csv", "--max_error_fraction", "0.5"]
+    climbs = (
+        f"{bucket}/csvs/labels.csv:6",
+        "parse",
+        "../private/notes.jpg climbs out of the CSV's folder (..), and no folder of image_csv.roots holds it",
+    )
+
+    def dead_letters(out: str) -> list[tuple[str, str, str]]:
+        local = tmp_path / out
+        gcs_emulator.download_to(gcs_emulator.list_uris(f"{bucket}/{out}/"), local)
+        assert load_manifest(local).counts.written == len(names)
+        return sorted((d["source"], d["stage"], d["reason"]) for d in read_dead_letters(local))
+
+    assert main([*args, "--output", f"{bucket}/open"]) == 0
+    assert dead_letters("open") == [climbs, (notes, "identify", "not an image: 32 bytes of text")]
+    config = tmp_path / "roots.yaml"
+    config.write_text(f"image_csv: {{roots: ['{bucket}/data']}}\n")
+    assert main([*args, "--output", f"{bucket}/confined", "--config", str(config)]) == 0
+    outside = f"{notes} is neither below the CSV's folder nor below a folder of image_csv.roots"
+    assert dead_letters("confined") == [(f"{bucket}/csvs/labels.csv:5", "parse", outside), climbs]
+
+
+def test_roots_that_are_neither_local_folders_nor_gcs_prefixes_are_refused(tmp_path, caplog):
+    config = tmp_path / "roots.yaml"
+    config.write_text("image_csv: {roots: ['s3://bucket/images']}\n")
+    (tmp_path / "labels.csv").write_text("images/a.jpg,cat\n")
+    args = ["--kind", "image_csv", "--input", str(tmp_path / "labels.csv"), "--output", str(tmp_path / "ds")]
+    assert main([*args, "--config", str(config)]) == 2
+    assert "image_csv.roots: 's3://bucket/images' is neither a local folder nor a gs:// prefix" in caplog.text
+    assert not (tmp_path / "ds").exists()
+
+
+def test_a_csv_whose_every_row_is_outside_its_folder_is_refused_saying_why(tmp_path, caplog):
+    """CSVs of absolute paths were read before rows were confined: such a run is refused naming a
+    row and what to do, not with "no image rows" alone."""
+    images = _images(tmp_path / "elsewhere")
+    (tmp_path / "csvs").mkdir()
+    (tmp_path / "csvs" / "labels.csv").write_text("".join(f"{tmp_path / 'elsewhere' / n},circle\n" for n in images))
+    args = ["--kind", "image_csv", "--input", str(tmp_path / "csvs" / "labels.csv"), "--output", str(tmp_path / "ds")]
+    assert main(args) == 2
+    assert (
+        f"no image rows in {tmp_path / 'csvs' / 'labels.csv'}: its 4 row(s) are dead letters, such as "
+        f"{tmp_path / 'csvs' / 'labels.csv'}:1: {tmp_path / 'elsewhere' / images[0]} is neither below the CSV's "
+        "folder nor below a folder of image_csv.roots"
+    ) in caplog.text
+    config = tmp_path / "roots.yaml"
+    config.write_text(f"image_csv: {{roots: ['{tmp_path / 'elsewhere'}']}}\n")
+    assert main([*args, "--config", str(config)]) == 0
+    assert load_manifest(tmp_path / "ds").counts.written == 4

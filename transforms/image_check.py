@@ -6,7 +6,10 @@ module carries what TF 2.21 was measured to decode (the table below; tests/trans
 test_image_check.py checks every row against a real decode): such files are stored byte for byte,
 anything else Pillow reads is re-encoded. Sizes come from headers, so an absurd size is refused
 before any pixel is decoded, and truncated or corrupt data is caught here as cheaply as each
-format allows.
+format allows. A reason describes the file (its kind and size, offsets, counts) and never quotes
+it: a source may be any file a link or an image CSV's row names (/etc/passwd), and reasons land in
+the error report, the logs and `inspect`. So Pillow's messages are shown only where they are known
+to hold nothing of the file (plugins put header bytes and header text in theirs).
 
 What `tf.io.decode_image(data, expand_animations=False)` makes of what Pillow opens:
 
@@ -53,12 +56,14 @@ imagenet_to_gcs.py's decode_png(channels=3) does).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import dataclasses
 import io
 import logging
 import re
 import struct
+import traceback
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -73,10 +78,34 @@ _BOMB = (Image.DecompressionBombError, Image.DecompressionBombWarning)  # the wa
 _PILLOW_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")  # Pillow's message: "Image size (N pixels) exceeds ..."
 _REFUSED_FORMATS = {"EPS"}  # rendering it means running Ghostscript on untrusted input
 _SIGNATURES = (
-    (0, b"\xff\xd8\xff", "JPEG"),
-    (0, b"\x89PNG\r\n\x1a\n", "PNG"),
-    (0, b"GIF8", "GIF"),
-    (8, b"WEBP", "WebP"),
+    (0, b"\xff\xd8\xff", "a JPEG"),
+    (0, b"\x89PNG\r\n\x1a\n", "a PNG"),
+    (0, b"GIF8", "a GIF"),
+    (8, b"WEBP", "a WebP"),
+)
+# What else a file under an image name often is (_described), by its first bytes.
+_OTHER_SIGNATURES = (
+    (b"%PDF-", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"PK\x05\x06", "a ZIP archive"),
+    (b"\x1f\x8b", "gzip-compressed data"),
+    (b"\x7fELF", "an ELF executable"),
+)
+_TEXT_SAMPLE = 1024  # bytes that decide whether a file is text
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")  # in text: only tab, line ends and form feed
+# Pillow's messages known to hold nothing of the file (_pillow_says): shown as they are, or in
+# the words given where Pillow quotes the file in them.
+_PILLOW_MESSAGES = tuple(
+    (re.compile(message), words)
+    for message, words in (
+        (r"image file is truncated( \(\d+ bytes not processed\))?", None),
+        (r"Truncated File Read|truncated PNG file|not enough image data|failed to read next frame", None),
+        (r"(broken data stream|unrecognized data stream contents|buffer overrun) when reading image file", None),
+        (r"codec configuration error when reading image file|could not create decoder object", None),
+        (r"(de|en)coder error -?\d+|Incomplete header: \d+ bytes|Expected to read \d+ bytes but only got \d+\.", None),
+        (r"broken PNG file \((bad|incomplete) header checksum in .*\)", "broken PNG file (a bad chunk checksum)"),
+        (r"broken PNG file \(chunk .*\)", "broken PNG file (a chunk is malformed)"),
+    )
 )
 
 _JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
@@ -122,6 +151,10 @@ class BadImage(Exception):
         super().__init__(f"{stage}: {reason}")
         self.stage = stage  # "read", "identify", "dimensions", "decode" or "convert"
         self.reason = reason
+
+
+class _Damaged(Exception):
+    """Damage this module's own checks find, in their own words (offsets and counts, never bytes)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,8 +246,8 @@ def _bomb_reason(error: Exception, max_pixels: int) -> str:
     -W error): the image's pixel count and the configured limit, not Pillow's own limit (which is
     above max_pixels, so the image is over both)."""
     found = _PILLOW_BOMB_PIXELS.search(str(error))
-    if found is None:  # another Pillow wording: still name the configured limit
-        return f"more pixels than Pillow opens ({error}); the limit is {max_pixels:,}"
+    if found is None:  # another Pillow wording (not shown: _pillow_says): still name the configured limit
+        return f"more pixels than Pillow opens; the limit is {max_pixels:,}"
     return f"{int(found[1]):,} pixels; the limit is {max_pixels:,}"
 
 
@@ -233,31 +266,57 @@ def _open(data: bytes) -> Image.Image:
 def _unidentified(data: bytes) -> tuple[str, str]:
     """(stage, reason) for bytes Pillow does not recognise: with an image signature they are a
     broken image; otherwise say what they look like (error pages saved as .jpg are common)."""
-    head = data[:32]
     for offset, signature, name in _SIGNATURES:
         if data.startswith(signature, offset):
-            return "decode", f"starts like {name} but its header is truncated or corrupt ({len(data)} bytes: {head!r})"
-    if head.lstrip()[:1] == b"<":
-        return "identify", f"not an image: looks like HTML/XML (a web page saved under an image name?): {head!r}"
-    if all(32 <= b < 127 or b in b"\t\n\r" for b in data[:256]):
-        return "identify", f"not an image: looks like text: {head!r}"
-    return "identify", f"not an image in any format Pillow reads: {head!r}"
+            return "decode", f"starts like {name} but its header is truncated or corrupt ({len(data):,} bytes)"
+    return "identify", f"not an image: {_described(data)}"
+
+
+def _described(data: bytes) -> str:
+    """What a file that is not an image holds, by its kind and size."""
+    for signature, kind in _OTHER_SIGNATURES:
+        if data.startswith(signature):
+            return f"{kind} ({len(data):,} bytes)"
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(data[:_TEXT_SAMPLE])  # a cut last character is fine
+    except UnicodeDecodeError:
+        text = None
+    if text is None or _CONTROL.search(text):
+        return f"binary data of an unknown kind ({len(data):,} bytes)"
+    if text.lstrip("\ufeff \t\r\n").startswith("<"):
+        return f"{len(data):,} bytes of HTML/XML (a web page saved under an image name?)"
+    return f"{len(data):,} bytes of text"
 
 
 @contextlib.contextmanager
 def _pillow_errors(stage: str, what: str):
-    """Turn what Pillow raises on bad data into BadImage(stage, "what: error"). Anything else is
-    logged with its traceback, being maybe a bug rather than bad data, but still only costs its
-    file: a worker must not die on one file."""
+    """Turn what Pillow raises on bad data into BadImage(stage, "what: why"), in words that never
+    quote the file (_pillow_says). Anything else is logged with its traceback but not its message,
+    being maybe a bug rather than bad data, but still only costs its file: a worker must not die on
+    one file."""
     try:
         yield
     except (BadImage, MemoryError, *_BOMB):  # bombs: check_image says what the limit is
         raise
+    except _Damaged as e:
+        raise BadImage(stage, f"{what}: {e}") from e
     except _DATA_ERRORS as e:
-        raise BadImage(stage, f"{what}: {e}" if isinstance(e, OSError) else f"{what}: {type(e).__name__}: {e}") from e
+        raise BadImage(stage, f"{what}: {_pillow_says(e)}") from e
     except Exception as e:
-        _LOG.exception("unexpected %s while checking an image (%s)", type(e).__name__, what)
-        raise BadImage(stage, f"{what}: {type(e).__name__}: {e}") from e
+        trace = "".join(traceback.format_tb(e.__traceback__))
+        _LOG.error("unexpected %s while checking an image (%s):\n%s", type(e).__name__, what, trace)
+        raise BadImage(stage, f"{what}: unexpected {type(e).__name__}") from e
+
+
+def _pillow_says(error: Exception) -> str:
+    """Pillow's message where it is one known to hold nothing of the file but numbers, the words
+    given for one known to quote it (a PNG chunk's type), else only the error's type: plugins put
+    header bytes and header text in their messages (a TIFF header, an IM header line)."""
+    message = str(error)
+    for known, words in _PILLOW_MESSAGES:
+        if known.fullmatch(message):
+            return words or message
+    return f"{type(error).__name__} from Pillow"
 
 
 # Per format: load the pixels (enough of them to catch truncation) and return the channels TF
@@ -285,9 +344,9 @@ def _jpeg(im: Image.Image, data: bytes) -> int | None:
         if data[pos + 1] == 0xD9:
             return 1 if im.mode == "L" else 3
         if pos + 4 > len(data) or (end := pos + 2 + (data[pos + 2] << 8 | data[pos + 3])) > len(data):
-            raise OSError(f"segment 0x{data[pos + 1]:02X} at byte {pos} runs past the end of the file")
+            raise _Damaged(f"segment 0x{data[pos + 1]:02X} at byte {pos} runs past the end of the file")
         pos = end
-    raise OSError("no end-of-image marker (truncated?)")
+    raise _Damaged("no end-of-image marker (truncated?)")
 
 
 def _jpeg_frame(data: bytes) -> tuple[int | None, int]:
@@ -311,7 +370,7 @@ def _png(im: Image.Image, data: bytes) -> int | None:
     # full load then proves the zlib stream, which CRCs don't cover (and costs far more).
     Image.open(io.BytesIO(data)).verify()
     if not data.endswith(_PNG_END) and _PNG_END not in data:
-        raise OSError("no intact IEND chunk (truncated?)")
+        raise _Damaged("no intact IEND chunk (truncated?)")
     im.load()
     if data[12:16] != b"IHDR":
         return None
@@ -347,9 +406,9 @@ def _gif_frames(data: bytes) -> list[tuple[int, int, int | None]]:
                 pos = _skip_sub_blocks(data, pos + 11 + 3 * (local_colours or 0))
                 frames.append((width, height, local_colours or global_colours))
             else:
-                raise OSError(f"unknown GIF block 0x{data[pos]:02X} at byte {pos}")
+                raise _Damaged(f"unknown GIF block 0x{data[pos]:02X} at byte {pos}")
     except (IndexError, struct.error):
-        raise OSError(f"truncated GIF: the file ends after {len(frames)} complete frame(s)") from None
+        raise _Damaged(f"truncated GIF: the file ends after {len(frames)} complete frame(s)") from None
     return frames
 
 

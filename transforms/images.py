@@ -167,7 +167,8 @@ class ReadImagesIntoShards(ReadImages):
     where processes may not share a file (part_appender.processes_may_append), and records worth
     deflating, which the converters hand back so that each shard's are deflated as one stream. Per
     bundle it outputs one OutcomeSummary of its records, and the ShardParts it wrote on
-    SHARD_PARTS; dead letters as ReadImages."""
+    SHARD_PARTS; dead letters as ReadImages. A bundle without records outputs no summary (as
+    counting.CountRecords, which says why)."""
 
     def __init__(self, layout: ShardLayout, settings: ImageSettings, *args, **kwargs):
         super().__init__(dataclasses.replace(settings, compression=layout.compression), *args, **kwargs)
@@ -180,7 +181,7 @@ class ReadImagesIntoShards(ReadImages):
     def start_bundle(self):
         super().start_bundle()
         self._shared_parts, self._written_parts = SharedParts(self._layout), BundleShards(self._layout)
-        self._summary = OutcomeSummary()
+        self._summary, self._counted = OutcomeSummary(), False
 
     def _items(self, sources: list[Source]) -> list[Item]:
         if not self._shared:
@@ -193,11 +194,13 @@ class ReadImagesIntoShards(ReadImages):
         else:
             self._written_parts.write(record.split, record.data)
         self._summary.add(record)
+        self._counted = True
         return ()
 
     def finish_bundle(self):
         yield from super().finish_bundle()
         self._conversions.release_parts()
-        yield GlobalWindows.windowed_value(self._summary)
+        if self._counted:
+            yield GlobalWindows.windowed_value(self._summary)
         for part in [*self._shared_parts.close(), *self._written_parts.close()]:
             yield beam.pvalue.TaggedOutput(SHARD_PARTS, GlobalWindows.windowed_value(part))

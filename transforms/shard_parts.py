@@ -1,15 +1,19 @@
-"""Writing records into their shards in the step that makes them, for the lean local runner.
+"""Shard parts: a run's records written into files of their own, then given their shards' names.
 
-That runner runs a step's whole bundle before any step downstream sees its output, and
-WriteToTFRecord groups every record by shard before it writes one: a local run held every record
-in memory until the last image was read, then wrote them all on one thread (README, Performance).
-Here the step that makes the records writes them as it goes: each bundle attempt writes one part
-per planned shard, round robin from a random shard (as WriteToTFRecord spreads records), through
-Beam's file systems (the same GZIP codec, local and gs:// paths), and reports its parts when it
-finishes. FinalizeShards then gives each planned shard its parts' bytes under the shard's name
-(renamed when one bundle wrote it, joined in order when several did: GZIP members and TFRecord
-frames both concatenate), creates an empty shard where no record went, and removes the parts
-folder. A failed attempt never reports its parts, so its records reach no shard.
+Every writer of records writes parts: each bundle attempt writes its records for a shard into a
+part under a name only it uses (in the run's folder: `.shard-parts/`), through pipeline.storage
+(Beam's GZIP codec, local and gs:// paths), and reports the parts it finished. FinalizeShards then
+gives each planned shard its parts' bytes under the shard's name (renamed when one part holds it,
+joined in order when several do: GZIP members and TFRecord frames both concatenate), creates an
+empty shard where no record went, and removes the parts folder. A failed attempt never reports its
+parts, so its records reach no shard, and a retried step writes new parts: every step may be
+repeated.
+
+On the lean local runner the step that makes the records writes them as it goes (that runner runs
+a step's whole bundle before any step downstream sees its output, so grouping records by shard
+first would hold every record in memory: README, Performance): each bundle attempt writes one
+part per planned shard, round robin from a random shard. Elsewhere records are grouped by shard
+and each group written as one part (transforms.write.WriteSplits).
 
 Local parts are shared (SharedParts): whichever thread or converting process makes a record
 appends it to the part it was given as one self-contained piece of the part's GZIP member
@@ -17,7 +21,6 @@ appends it to the part it was given as one self-contained piece of the part's GZ
 The bundle's thread writes the rest through Beam's GZIP codec (BundleShards): gs:// parts, and
 records worth deflating, one stream per shard.
 
-Remote runners keep WriteToTFRecord: they pass records between fused steps without holding them.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 from pipeline import storage
 from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, is_remote, join, record_files
@@ -83,12 +85,15 @@ class ShardLayout:
 
     def create(self, path: str):
         codec = CompressionTypes.GZIP if self.compression == GZIP else CompressionTypes.UNCOMPRESSED
-        return FileSystems.create(path, compression_type=codec)
+        return storage.create(path, codec)
+
+    def make_parts_folder(self) -> None:
+        storage.make_folder(self.parts_folder, exist_ok=True)
 
 
 class RoundRobin:
     """Which shard of its split each record goes to: the next one, from a random first shard, as
-    WriteToTFRecord spreads records. Splits the layout does not name raise."""
+    Beam's file sinks spread records. Splits the layout does not name raise."""
 
     def __init__(self, layout: ShardLayout):
         self._shards = layout.shards
@@ -122,6 +127,7 @@ class BundleShards:
         index = self._order.next(split)
         part = self._open.get((split, index))
         if part is None:
+            self._layout.make_parts_folder()
             path = self._layout.part_path(split, index, self._attempt)
             part = self._open[(split, index)] = _OpenPart(self._layout.create(path), path)
         for piece in framed(payload):
@@ -156,8 +162,8 @@ class SharedParts:
         path = self._paths.get((split, index))
         if path is None:
             path = self._paths[(split, index)] = self._layout.part_path(split, index, self._attempt)
-            os.makedirs(self._layout.parts_folder, exist_ok=True)
-            with open(path, "xb") as f:
+            self._layout.make_parts_folder()
+            with open(path, "xb") as f:  # a new name of this attempt's (O_EXCL: never through a link)
                 f.write(self._header)
             self._ledgers[path] = (split, index, PieceLedger(path, len(self._header)))
         return path
@@ -182,14 +188,17 @@ class SharedParts:
 
 
 def finalize_shard(layout: ShardLayout, split: str, index: int, part_paths: list[str]) -> str:
-    """Puts the bytes of the shard's parts (if any, in order) under the shard's name; returns its path."""
+    """Puts the bytes of the shard's parts (if any, in order) under the shard's name; returns its
+    path. Repeated (a retried step) after its parts were moved, it leaves the shard as it is."""
     path = layout.shard_path(split, index)
+    if part_paths and not any(storage.exists(part) for part in part_paths) and storage.exists(path):
+        return path
     if not part_paths:
-        layout.create(path).close()  # a valid empty shard, as WriteToTFRecord writes
+        layout.create(path).close()  # a valid empty shard
     elif len(part_paths) == 1:
-        FileSystems.rename(part_paths, [path])
+        storage.rename(part_paths[0], path)
     else:
-        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as out:
+        with storage.create(path) as out:
             for part in part_paths:
                 with storage.open_binary(part) as f:
                     shutil.copyfileobj(f, out, 1 << 20)
@@ -204,7 +213,7 @@ def _finalize_all(parts: Iterable[ShardPart], layout: ShardLayout):
         for index in range(total):
             stopping.check()
             yield finalize_shard(layout, split, index, by_shard[(split, index)])
-    storage.delete_folder(layout.parts_folder)  # with any part of a failed attempt
+    storage.delete_tree(layout.parts_folder)  # with any part of a failed attempt
 
 
 @beam.ptransform_fn

@@ -9,7 +9,11 @@ TEST, UNASSIGNED/empty or a configured split) is a `parse` dead letter; an image
 exist (or whose gs:// bucket does not exist) a `read` one. Rows listing the same image URI are
 grouped: identical ones (same label and split) give one record and a `duplicate` dead letter per
 later row ("duplicate row of line N"); rows that disagree give no record and a `conflict` dead
-letter each, naming the other lines. A UTF-8 BOM at the start of any CSV is dropped (`strip_bom`).
+letter each, naming the other lines. A UTF-8 BOM at the start of any CSV is dropped
+(transforms.csv_records).
+A row may name an image only below the CSV's folder or a configured root (`confinement_problem`):
+an absolute path, a `..` or a link out of it is a `parse` dead letter, and so is every local path
+on a runner whose workers are not this machine.
 
 A name starting with "." below a class-folder input is not data (`.ipynb_checkpoints/`, `.git/`,
 a class's `.thumbnails/`, macOS's `._photo.jpg` resource forks and `.DS_Store`): such a file, and
@@ -26,10 +30,12 @@ planner's side too.
 
 from __future__ import annotations
 
-import csv
+import dataclasses
+import functools
+import os
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TextIO
 
 import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
@@ -38,6 +44,7 @@ from pipeline import storage
 from pipeline.contract.layout import join
 from transforms import listing_handover
 from transforms.counting import counter
+from transforms.csv_records import bounded_rows, unreadable_row
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Skipped, Source
 from transforms.splits import assign_split, check_split_name
 
@@ -121,12 +128,71 @@ def resolve_uri(base_dir: str, uri: str) -> str:
     """URIs in a CSV are absolute (gs://..., /...) or relative to the CSV's folder. Paths are
     normalised (`./`, `a//b`, `a/../b`), so that one image written two ways is one source, its
     rows duplicates or a conflict, never two records; a gs:// URI is taken as written, since
-    `a//b` and `a/b` name two objects there."""
+    `a//b` and `a/b` name two objects there (and `..` is part of an object's name). A relative
+    URI's leading `..`s climb from the CSV's folder, in gs:// too (confinement_problem)."""
     if "://" in uri:
         return uri
-    if "://" in base_dir and not uri.startswith("/"):
-        return join(base_dir, posixpath.normpath(uri))
-    return posixpath.normpath(uri if uri.startswith("/") else join(base_dir, uri))
+    if uri.startswith("/"):
+        return "/" + posixpath.normpath(uri).lstrip("/")
+    if "://" not in base_dir:
+        return posixpath.normpath(join(base_dir, uri))
+    parts = [part for part in posixpath.normpath(uri).split("/") if part != "."]  # "." alone: the folder
+    up = next((i for i, part in enumerate(parts) if part != ".."), len(parts))
+    folders = base_dir.rstrip("/").split("/")  # gs:, "", bucket, folder, ...
+    return "/".join(folders[: max(3, len(folders) - up)] + parts[up:])
+
+
+@dataclasses.dataclass(frozen=True)
+class Roots:
+    """Where the rows of an image CSV may name images besides the CSV's own folder (config
+    `image_csv.roots`: absolute local folders and gs:// prefixes), and whether they may name
+    local files at all: not on a runner whose workers have disks of their own (Dataflow), where
+    a local path names a file of the worker's, not the user's."""
+
+    folders: tuple[str, ...] = ()
+    local_files: bool = True
+
+
+def confinement_problem(csv_folder: str, uri: str, image: str, roots: Roots) -> str | None:
+    """Why a row of a CSV in `csv_folder` may not name `uri` (resolved: `image`), or None.
+
+    Whoever writes the CSV chooses what the job reads and what its records and reports then tell,
+    so an image must be below the CSV's folder or a folder of `roots`. Local paths are confined by
+    their real path: a link below the folder to /etc/passwd is outside it. A gs:// URI written as
+    such may name any object while `roots` names no gs:// prefix (the job's service account's
+    permissions bound those), else only one below the CSV's folder or such a prefix: object names
+    are literal, so a prefix holds every name that starts with it."""
+    remote = storage.is_remote(image)
+    folders = [f for f in (csv_folder, *roots.folders) if storage.is_remote(f) == remote]
+    if remote:
+        if any(_below(image, f) for f in folders):
+            return None
+        if storage.is_remote(uri) and not any(storage.is_remote(f) for f in roots.folders):
+            return None
+    elif not roots.local_files:
+        return f"{uri} is a local path, and this runner's workers would read their own disk, not yours (use gs://)"
+    elif any(_below(_real_path(image), _real_folder(f)) for f in folders):
+        return None
+    elif any(_below(image, f) for f in folders):
+        return f"{uri} leads out of the CSV's folder and image_csv.roots through a symbolic link"
+    if not storage.is_remote(uri) and not uri.startswith("/") and posixpath.normpath(uri).split("/")[0] == "..":
+        return f"{uri} climbs out of the CSV's folder (..), and no folder of image_csv.roots holds it"
+    return f"{uri} is neither below the CSV's folder nor below a folder of image_csv.roots"
+
+
+def _below(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip("/") + "/")
+
+
+def _real_path(path: str) -> str:
+    """os.path.realpath(path), working out each folder's once: the rows of a CSV share a few."""
+    folder, name = posixpath.split(path)
+    return os.path.realpath(path) if os.path.islink(path) else posixpath.join(_real_folder(folder), name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _real_folder(folder: str) -> str:
+    return os.path.realpath(folder)
 
 
 class CsvRow(NamedTuple):
@@ -138,20 +204,22 @@ class CsvRow(NamedTuple):
 
 
 def uri_scheme_problem(uri: str) -> str | None:
-    """Why an image URI cannot be read here (a scheme no installed Beam filesystem handles, such as
-    http:// or https://), or None."""
-    if "://" not in uri or storage.has_filesystem(uri):
+    """Why an image URI cannot be read here, or None: the job reads local paths and gs:// only
+    (not http://, https://, file://: write the path; nor s3:// and the like, which roots cannot
+    confine)."""
+    if "://" not in uri or (uri.startswith("gs://") and storage.has_filesystem(uri)):
         return None
     return f"unsupported URI scheme {uri.split('://', 1)[0] + '://'!r} in {uri} (use gs:// or a local path)"
 
 
 def image_csv_rows(
-    lines: Iterable[str],
+    text: TextIO,
     csv_uri: str,
     uri_column: str,
     label_column: str,
     split_column: str,
     fractions: Sequence[tuple[str, float]],
+    roots: Roots = Roots(),
 ) -> Iterator[CsvRow | DeadLetter]:
     """Each non-blank row of a CSV of image URIs as a CsvRow, or a DeadLetter saying why not.
 
@@ -159,14 +227,19 @@ def image_csv_rows(
     Without one, the AutoML layout of the first row is assumed: `[split,]image_uri,label`. A split
     value must be TRAIN/VALIDATION/TEST (or their short forms), UNASSIGNED/empty (hashed), or a
     configured split. A row with more fields than that (empty ones at its end aside) is a dead
-    letter: a multi-label or bounding-box row would lose all but its first label.
+    letter: a multi-label or bounding-box row would lose all but its first label. So is a row
+    whose image is outside the CSV's folder and `roots` (confinement_problem), and a row the csv
+    module cannot parse or past the limits of a row (transforms.csv_records). `text`: the CSV,
+    opened with newline="" (storage.open_text).
     """
     base_dir = storage.parent(csv_uri)
     known_splits = set(_AUTOML_SPLITS) | {name for name, _ in fractions}
-    reader = csv.reader(strip_bom(lines))
     positions = None
-    for row in reader:
-        where = f"{csv_uri}:{reader.line_num}"
+    for line, row in bounded_rows(text):
+        where = f"{csv_uri}:{line}"
+        if isinstance(row, Exception):
+            yield DeadLetter(where, "parse", unreadable_row(row))
+            continue
         if not row or not any(cell.strip() for cell in row):
             continue
         fields = len(without_padding(row))
@@ -197,7 +270,8 @@ def image_csv_rows(
         if not uri or not label:
             yield DeadLetter(where, "parse", "empty image URI" if not uri else f"no label for {uri}")
             continue
-        problem = uri_scheme_problem(uri)
+        image = resolve_uri(base_dir, uri)
+        problem = uri_scheme_problem(uri) or confinement_problem(base_dir, uri, image, roots)
         if problem:
             yield DeadLetter(where, "parse", problem)
             continue
@@ -214,7 +288,7 @@ def image_csv_rows(
                 f"or a configured split ({', '.join(name for name, _ in fractions)})",
             )
             continue
-        yield CsvRow(where, reader.line_num, Source(resolve_uri(base_dir, uri), uri, label, split))
+        yield CsvRow(where, line, Source(image, uri, label, split))
 
 
 def without_padding(row: list[str]) -> list[str]:
@@ -235,15 +309,6 @@ def not_utf8(cells: Iterable[str]) -> bool:
             except UnicodeEncodeError:
                 return True
     return False
-
-
-def strip_bom(lines: Iterable[str]) -> Iterator[str]:
-    """The lines of a text file, without a UTF-8 byte order mark at the start of the first (text
-    editors and Excel's "CSV UTF-8" write one; it is not part of the first value)."""
-    first = True
-    for line in lines:
-        yield line.removeprefix("\ufeff") if first else line
-        first = False
 
 
 def resolve_duplicates(rows: Iterable[CsvRow]) -> list[tuple[int, Outcome]]:
@@ -273,19 +338,20 @@ def resolve_duplicates(rows: Iterable[CsvRow]) -> list[tuple[int, Outcome]]:
 
 
 def parse_image_csv(
-    lines: Iterable[str],
+    text: TextIO,
     csv_uri: str,
     uri_column: str,
     label_column: str,
     split_column: str,
     fractions: Sequence[tuple[str, float]],
+    roots: Roots = Roots(),
 ) -> Iterator[Outcome]:
     """Every non-blank row of a CSV of image URIs as a Source or a DeadLetter, in line order (in
     memory, for the planner; the job groups rows by URI instead): `image_csv_rows`, then
     `resolve_duplicates` per image URI."""
     by_uri: dict[str, list[CsvRow]] = {}
     outcomes: list[tuple[int, Outcome]] = []
-    for row in image_csv_rows(lines, csv_uri, uri_column, label_column, split_column, fractions):
+    for row in image_csv_rows(text, csv_uri, uri_column, label_column, split_column, fractions, roots):
         if isinstance(row, CsvRow):
             by_uri.setdefault(row.source.uri, []).append(row)
         else:
@@ -313,7 +379,7 @@ def list_image_folder(folder: str) -> tuple[dict[str, FileMetadata] | None, str 
     """The files directly in a folder an image CSV points into, by path (None when it cannot be
     listed), and why every image in it is missing (its bucket does not exist), if so."""
     try:
-        return {m.path: m for m in storage.match(join(folder, "*"))}, None
+        return {m.path: m for m in storage.list_folder(folder)}, None
     except Exception:
         return None, bucket_missing(folder)
 
@@ -401,18 +467,19 @@ class _ParseImageCsvRows(_Route):
     """The impulse -> the CSV of image URIs' CsvRows (main) and dead letters (counted as listed:
     each row is counted once, here or where its CsvRow's fate is decided)."""
 
-    def __init__(self, csv_uri, uri_column, label_column, split_column, fractions):
+    def __init__(self, csv_uri, uri_column, label_column, split_column, fractions, roots):
         super().__init__()
         self._csv_uri = csv_uri
-        self._args = (uri_column, label_column, split_column, tuple(fractions))
+        self._args = (uri_column, label_column, split_column, tuple(fractions), roots)
 
     def process(self, _):
         csv_uri = self._csv_uri
-        for row in image_csv_rows(storage.text_lines(csv_uri), csv_uri, *self._args):
-            if isinstance(row, CsvRow):
-                yield row
-            else:
-                yield from self.route(row)
+        with storage.open_text(csv_uri, errors="surrogateescape") as text:
+            for row in image_csv_rows(text, csv_uri, *self._args):
+                if isinstance(row, CsvRow):
+                    yield row
+                else:
+                    yield from self.route(row)
 
 
 class _ResolveDuplicates(_Route):
@@ -482,17 +549,20 @@ def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions, li
 
 
 @beam.ptransform_fn
-def ReadImageCsv(pbegin, csv_uri: str, uri_column: str, label_column: str, split_column: str, fractions, splits):
+def ReadImageCsv(
+    pbegin, csv_uri: str, uri_column: str, label_column: str, split_column: str, fractions, splits, roots: Roots
+):
     """Rows of the CSV as Sources, in lists (in_lists); `splits` are the ones planned (each gets its
-    own writer). Rows are grouped by image URI (duplicates, conflicts), then Sources by folder (one
-    listing each, to find images that do not exist)."""
+    own writer); `roots`: where rows may name images (confinement_problem). Rows are grouped by
+    image URI (duplicates, conflicts), then Sources by folder (one listing each, to find images
+    that do not exist)."""
     rows = (
         pbegin
         | "Start" >> beam.Impulse()
         | "ParseRows"
-        >> beam.ParDo(_ParseImageCsvRows(csv_uri, uri_column, label_column, split_column, fractions)).with_outputs(
-            SKIPPED, DEAD_LETTERS, main="rows"
-        )
+        >> beam.ParDo(
+            _ParseImageCsvRows(csv_uri, uri_column, label_column, split_column, fractions, roots)
+        ).with_outputs(SKIPPED, DEAD_LETTERS, main="rows")
     )
     resolved = (
         rows.rows

@@ -6,8 +6,15 @@ otherwise; `bool` only when declared (true/false, stored as int64 1/0). Where an
 holds values otherwise than as written (leading zeros, float32's rounding), the manifest's
 warnings say so (column_warnings). A number is written as CSV tools write one: digits with an
 optional sign, point and exponent, or nan/inf, never with Python's digit-grouping underscores
-("2023_01" is text, not 202301). An empty cell means the feature is absent from that record. A
-UTF-8 BOM at the start of a file is not part of its header.
+("2023_01" is text, not 202301); with `csv.decimal: ","` a comma takes the point's place (46,70),
+and a value holding a point is text. An empty cell means the feature is absent from that record. A
+UTF-8 BOM at the start of a file is not part of its header. The character between fields is the
+one the planner chose (transforms.csv_dialect: the plan's `dialect`), for every file of the run.
+
+Every read is bounded (ReadCsvRows, read_header: transforms.csv_records): a header holds up to HEADER_LIMIT
+characters and MAX_COLUMNS columns, a row up to CSV_ROW_LIMIT characters and CSV_DELIMITER_LIMIT
+delimiters, counted as its lines are read, before the csv module builds its fields. A longer row
+is a `parse` dead letter naming its line and the limit, and the rest of its file is read.
 
 A file that cannot be read to its end (a truncated or corrupt .gz, a file gone since the
 listing) fails the run, naming the file: the rows it holds past the failure are unknown, so no
@@ -26,7 +33,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import re
+import reprlib
 import struct
 import zlib
 from collections.abc import Sequence
@@ -38,9 +47,11 @@ from pipeline import storage
 from pipeline.local_files import NotARegularFile
 from transforms import stopping
 from transforms.counting import counter
+from transforms.csv_dialect import AUTO, CsvDialect, choose_delimiter, row_fields
+from transforms.csv_records import CSV_ROW_LIMIT, RecordTooLong, bounded_rows, unreadable_row
 from transforms.example_proto import ExampleTooLarge, encode_example
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Record, Skipped
-from transforms.sources import HIDDEN, is_hidden, not_utf8, printable_path, relative_key, strip_bom, without_padding
+from transforms.sources import HIDDEN, is_hidden, not_utf8, printable_path, relative_key, without_padding
 from transforms.splits import assign_split
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
@@ -49,13 +60,27 @@ _LEADING_ZERO = re.compile(r"[+-]?0\d")  # "007", "-01", "00.5": digits a number
 FLOAT32_EXACT = 2**24  # float32 holds every integer up to this; past it, not even every integer
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _BOOLS = {"true": 1, "false": 0, "1": 1, "0": 0}
+_OTHER_DECIMAL = {".": ",", ",": "."}
+_GROUPED_THOUSANDS = {sign: re.compile(rf"[+-]?\d{{1,3}}(?:{re.escape(sign)}\d{{3}})+") for sign in _OTHER_DECIMAL}
 
 
 # Past this many values that are not numbers, a column is text: its values are no longer checked.
 STRAY_TEXT_LIMIT = 100
-# Characters a field may hold: Python's csv module stops at 131,072, which long texts (documents,
-# articles) pass; past this, a field is more likely a quote left open than data.
-CSV_FIELD_LIMIT = 64 * 2**20
+# Columns a dataset may have. Wide tables (genomics, one-hot features) reach tens of thousands, and
+# TensorFlow parses Examples of that many features; each costs the job a tally per worker and the
+# manifest a feature spec (about 300 bytes together), and a header past this is more likely a line
+# of data than names.
+MAX_COLUMNS = 100_000
+# Characters a header may hold: 40 per name for MAX_COLUMNS. Read line by line within it, so a
+# first line of a GB without a line end is refused having read this much.
+HEADER_LIMIT = 4 * 2**20
+# What the planner reads of the first file to choose the delimiter: its first line and up to this
+# many more, within HEAD_LIMIT characters.
+HEAD_LINES = 100
+HEAD_LIMIT = 2**20
+# Names as reports show them: the first 10, each up to 100 characters (a header may hold 100,000).
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlist, _SHOWN.maxstring = 10, 100
 
 
 class NotedValues(NamedTuple):
@@ -74,14 +99,20 @@ class NotedValues(NamedTuple):
 class ColumnType:
     """What the data says of one column: its dtype, in how many rows it is empty, and what its
     warnings name (column_warnings): when a few values kept it from being a number, those; when
-    it is stored as numbers, those written with leading zeros, which a number does not keep; when
-    it is stored as float32, the numbers that float32 moves by 1 or more (ids, timestamps)."""
+    every value that kept it from being a number is one with the other decimal sign (46,70 where
+    csv.decimal is '.'), those; when it is stored as numbers, those written with leading zeros,
+    which a number does not keep; when it is stored as float32, the numbers that float32 moves by
+    1 or more (ids, timestamps)."""
 
     dtype: str  # one of DECLARABLE_TYPES
     missing: int
     stray_text: NotedValues | None = None
     leading_zeros: NotedValues | None = None
     float32_moved: NotedValues | None = None
+    other_decimal: NotedValues | None = None
+    # every one of those is shaped as thousands grouped with that sign are (1,234): perhaps they are
+    grouped_thousands: bool = False
+    decimal: str = "."  # csv.decimal, which the values the warnings show were read with
 
 
 class Row(NamedTuple):
@@ -97,14 +128,32 @@ def is_int64(value: str) -> bool:
     return bool(_INT.match(digits)) and _INT64_MIN <= int(digits) <= _INT64_MAX
 
 
-def is_float(value: str) -> bool:
-    if "_" in value:  # float() takes Python's digit grouping ("1_000"); CSV tools write no such number
-        return False
+def read_float(value: str, decimal: str = ".") -> float:
+    """The number a cell writes, `decimal` before its fraction; ValueError when it writes none.
+    float() takes Python's digit grouping ("1_000"), which CSV tools never write. With a decimal
+    comma, a value holding a point is text: `1.234,5` groups thousands and `1.5` follows the other
+    convention, and a guess at either could be wrong."""
+    if "_" in value or (decimal == "," and "." in value):
+        raise ValueError(f"{value!r} is not a number")
     try:
-        float(value)
+        return float(value.replace(",", ".", 1) if decimal == "," else value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a number") from None
+
+
+def is_float(value: str, decimal: str = ".") -> bool:
+    try:
+        read_float(value, decimal)
     except ValueError:
         return False
     return True
+
+
+def other_decimal(value: str, decimal: str) -> bool:
+    """Whether `value`, no number with `decimal`, is one with the other decimal sign (46,70 where
+    the setting is '.'): a file written in the other convention."""
+    other = _OTHER_DECIMAL[decimal]
+    return other in value and is_float(value, other)
 
 
 def float32_of(number: float) -> float:
@@ -112,24 +161,25 @@ def float32_of(number: float) -> float:
     return struct.unpack("f", struct.pack("f", number))[0]
 
 
-def moved_by_float32(value: str) -> bool:
+def moved_by_float32(value: str, decimal: str = ".") -> bool:
     """Whether float32 holds the number `value` writes 1 or more away from it: only numbers of
     FLOAT32_EXACT or more can be, such as ids, timestamps and large amounts."""
-    number = float(value)
+    number = read_float(value, decimal)
     if not abs(number) >= FLOAT32_EXACT:  # nan too
         return False
     held = float32_of(number)
     return held != number and not abs(held - number) < 1  # past float32's range: held as inf
 
 
-def stored_value(value: str, dtype: str):
+def stored_value(value: str, dtype: str, decimal: str = "."):
     """What a feature of `dtype` holds of a cell that fits it."""
-    parsed = parse_value(value, dtype)
+    parsed = parse_value(value, dtype, decimal)
     return float32_of(parsed) if dtype == "float32" else parsed
 
 
-def parse_value(value: str, dtype: str):
-    """The typed value of a non-empty cell; ValueError names what is wrong."""
+def parse_value(value: str, dtype: str, decimal: str = "."):
+    """The typed value of a non-empty cell (`decimal`: the sign before a number's fraction);
+    ValueError names what is wrong."""
     if dtype == "string":
         return value.encode("utf-8")
     if dtype == "int64":
@@ -137,9 +187,7 @@ def parse_value(value: str, dtype: str):
             raise ValueError(f"{value!r} is not an int64")
         return int(value)
     if dtype == "float32":
-        if not is_float(value):
-            raise ValueError(f"{value!r} is not a number")
-        return float(value)
+        return read_float(value, decimal)
     if dtype == "bool":
         if value.strip().lower() not in _BOOLS:
             raise ValueError(f"{value!r} is not true/false")
@@ -147,15 +195,46 @@ def parse_value(value: str, dtype: str):
     raise ValueError(f"unknown dtype {dtype!r}")
 
 
-def read_header(uri: str) -> tuple[str, ...]:
-    """The first line of a CSV file, as column names (a UTF-8 BOM before it is not part of them);
-    ValueError when that line is not UTF-8. A bad byte in a later row is that row's dead letter
-    (ReadCsvRows), so the header is decoded alone, not with the text read along with it."""
-    with storage.open_text(uri, errors="surrogateescape") as text:
-        header = tuple(without_padding(next(csv.reader(strip_bom(text)), [])))
+def read_header(uri: str, delimiter: str = AUTO, decimal: str = ".") -> tuple[tuple[str, ...], CsvDialect]:
+    """The column names of a CSV file's header (a UTF-8 BOM before it is not part of them), and
+    the dialect to read it with: `delimiter` (csv.delimiter), `auto` chosen from the header and
+    first rows (transforms.csv_dialect.choose_delimiter, whose DialectError this raises).
+    ValueError when the first line is longer than HEADER_LIMIT or the header is not UTF-8. A bad
+    byte in a later row is that row's dead letter (ReadCsvRows), so the header is decoded alone,
+    not with the rest."""
+    csv.field_size_limit(CSV_ROW_LIMIT)  # the csv module's one setting, as the job's (ReadCsvRows)
+    head, whole = _read_head(uri)
+    chosen = choose_delimiter(head, delimiter, whole)
+    header = tuple(without_padding(next(csv.reader(io.StringIO(head, newline=""), delimiter=chosen), [])))
     if not_utf8(header):
         raise ValueError(f"its header is not UTF-8 text: {list(header)!r}")
-    return header
+    return header, CsvDialect(chosen, decimal)
+
+
+def _read_head(uri: str) -> tuple[str, bool]:
+    """A CSV file's first line (at most HEADER_LIMIT characters, else ValueError) and up to
+    HEAD_LINES more within HEAD_LIMIT characters, never reading a line past either; and whether
+    that is the whole file (if not, its last record may be cut: a quoted field spanning lines)."""
+    with storage.open_text(uri, errors="surrogateescape") as text:
+        first = text.readline(HEADER_LIMIT + 1)
+        if len(first) > HEADER_LIMIT:
+            raise ValueError(f"its first line is longer than {HEADER_LIMIT:,} characters, the most a header may hold")
+        lines, left = [first.removeprefix("\ufeff")], HEAD_LIMIT
+        for _ in range(HEAD_LINES):
+            line = text.readline(left + 1)
+            if not line:
+                return "".join(lines), True
+            left -= len(line)
+            if left < 0:  # a line cut by the limit: left out
+                break
+            lines.append(line)
+    return "".join(lines), False
+
+
+def shown(names: Sequence) -> str:
+    """A list of names (or numbers) as a report shows it: whole when short, else its first ones,
+    each cut short, and how many there are."""
+    return _SHOWN.repr(list(names)) + (f" ({len(names):,} in all)" if len(names) > _SHOWN.maxlist else "")
 
 
 def _whole_file_error(listed, errors, letter: DeadLetter) -> beam.pvalue.TaggedOutput:
@@ -169,8 +248,8 @@ def hidden_match(pattern: str, path: str) -> bool:
     """Whether only a wildcard of `pattern` matched a hidden name in `path` (a file or folder name
     starting with "."), which a shell's wildcards never match; False where the pattern names
     hidden entries itself (`data/.cache/*.csv`)."""
-    root = storage.pattern_root(pattern)
-    return not is_hidden(pattern[len(root) + 1 :]) and is_hidden(relative_key(root, path))
+    root, rest = storage.split_pattern(pattern)
+    return not is_hidden(rest) and is_hidden(relative_key(root, path))
 
 
 class ListCsvFiles(beam.DoFn):
@@ -201,25 +280,27 @@ class UnreadableCsvError(RuntimeError):
 
 
 class ReadCsvRows(beam.DoFn):
-    """A CSV file -> Rows; a malformed row is a dead letter, and so is every row of a file whose
-    header differs (its rows weigh in the error budget as rows; a file with none is one), and a
-    FIFO or device (one)."""
+    """A CSV file -> Rows, its fields split at `delimiter` (the plan's); a malformed row is a dead
+    letter, and so is a row past the limits (csv_records.bounded_rows), every row of a file whose header
+    differs (its rows weigh in the error budget as rows; a file with none is one), and a FIFO or
+    device (one)."""
 
-    def __init__(self, root: str, columns: Sequence[str], fractions):
+    def __init__(self, root: str, columns: Sequence[str], fractions, delimiter: str = ","):
         self._root, self._columns, self._fractions = root, tuple(columns), tuple(fractions)
+        self._delimiter = delimiter
         self._listed, self._errors = counter("listed"), counter("errors")
-
-    def setup(self):
-        csv.field_size_limit(CSV_FIELD_LIMIT)  # the csv module's one setting, for every reader of this process
 
     def process(self, metadata):
         path = metadata.path
         key = relative_key(self._root, path) if path.startswith(self._root.rstrip("/") + "/") else path
         try:
             with storage.open_text(path, errors="surrogateescape") as text:
-                yield from self._rows(path, key, csv.reader(strip_bom(text)))
+                yield from self._rows(path, key, bounded_rows(text, self._delimiter, HEADER_LIMIT))
         except csv.Error as e:  # before the first row: the header cannot be parsed
             letter = DeadLetter(path, "header", f"malformed header: {e}")
+            yield _whole_file_error(self._listed, self._errors, letter)
+        except RecordTooLong as e:  # the header's: every row's is caught
+            letter = DeadLetter(path, "header", f"its header is {e}, the most a header may hold")
             yield _whole_file_error(self._listed, self._errors, letter)
         except NotARegularFile as e:  # raised by the open, before any row (module docstring)
             yield _whole_file_error(self._listed, self._errors, DeadLetter(path, "read", str(e)))
@@ -231,56 +312,45 @@ class ReadCsvRows(beam.DoFn):
                 "failure are unknown, so the run cannot account for them: repair or remove the file"
             ) from e
 
-    def _rows(self, path, key, reader):
-        header = tuple(without_padding(next(reader, [])))
+    def _rows(self, path, key, records):
+        _, header = next(records, (0, []))
+        if isinstance(header, Exception):  # the header cannot be parsed, or is past its limit
+            raise header
+        header = tuple(without_padding(header))
         if header != self._columns:
-            yield from self._other_header(path, header, reader)
+            yield from self._other_header(path, header, records)
             return
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as e:
+        for line, row in records:
+            where = f"{path}:{line}"
+            if isinstance(row, Exception):
                 self._listed.inc()
                 self._errors.inc()
-                yield beam.pvalue.TaggedOutput(
-                    DEAD_LETTERS, DeadLetter(f"{path}:{reader.line_num}", "parse", f"malformed CSV: {e}")
-                )
+                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(where, "parse", unreadable_row(row)))
                 continue
             if not any(cell.strip() for cell in row):
                 continue  # a blank line, or one of empty fields: no data, not a source
             self._listed.inc()
-            where = f"{path}:{reader.line_num}"
             problem = _row_problem(row, len(self._columns))
             if problem:
                 self._errors.inc()
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(where, "parse", problem))
                 continue
             values = tuple(row[: len(self._columns)])  # without padding past the last column
-            yield Row(where, assign_split(f"{key}:{reader.line_num}", self._fractions), values)
+            yield Row(where, assign_split(f"{key}:{line}", self._fractions), values)
 
-    def _other_header(self, path, header, reader):
-        """Every row of a file with another header is a dead letter: they are not records."""
-        reason = f"the file's header {list(header)} differs from the dataset's {list(self._columns)}"
-        lines = []
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except csv.Error:
-                row = ["malformed"]
-            if row:
-                lines.append(reader.line_num)
-        for where in [f"{path}:{line}" for line in lines] or [path]:
+    def _other_header(self, path, header, records):
+        """Every row of a file with another header is a dead letter: they are not records (a row
+        that cannot be parsed too: it is not blank)."""
+        reason = f"the file's header {shown(header)} differs from the dataset's {shown(self._columns)}"
+        found = [line for line, row in records if row]
+        for where in [f"{path}:{line}" for line in found] or [path]:
             self._listed.inc()
             self._errors.inc()
             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(where, "header", reason))
 
 
 def _row_problem(row, width):
-    fields = len(row) if len(row) <= width else max(width, len(without_padding(row)))  # padding is no field
+    fields = row_fields(row, width)
     if fields != width:
         return f"expected {width} fields, found {fields}"
     if not_utf8(row):
@@ -301,16 +371,29 @@ class _Tally:
     least_leading_zero: tuple[str, str] | None = None  # (source, value)
     float32_moved: int = 0  # numbers float32 would move by 1 or more (moved_by_float32)
     least_float32_moved: tuple[str, str] | None = None  # (source, value)
+    other_decimal: int = 0  # of the not_numbers, those that are numbers with the other decimal sign
+    grouped_thousands: int = 0  # of those, the ones shaped as thousands grouped with that sign (1,234)
 
-    def count_number(self, source: str, value: str) -> None:
+    def text_column(self) -> bool:
+        """Whether the column is text past doubt: its values need no more checks."""
+        return self.not_numbers > STRAY_TEXT_LIMIT and self.other_decimal < self.not_numbers
+
+    def count_number(self, source: str, value: str, decimal: str) -> None:
         self.numbers += 1
         if _LEADING_ZERO.match(value.lstrip()):
             self.leading_zeros += 1
             self.least_leading_zero = _least(self.least_leading_zero, (source, value))
         # Written in fewer than 8 characters without an exponent, a number is below FLOAT32_EXACT.
-        if (len(value) > 7 or "e" in value or "E" in value) and moved_by_float32(value):
+        if (len(value) > 7 or "e" in value or "E" in value) and moved_by_float32(value, decimal):
             self.float32_moved += 1
             self.least_float32_moved = _least(self.least_float32_moved, (source, value))
+
+    def count_not_number(self, source: str, value: str, decimal: str) -> None:
+        self.not_numbers += 1
+        self.least_not_number = _least(self.least_not_number, (source, value))
+        if other_decimal(value, decimal):
+            self.other_decimal += 1
+            self.grouped_thousands += bool(_GROUPED_THOUSANDS[_OTHER_DECIMAL[decimal]].fullmatch(value.strip()))
 
 
 def _least(*noted: tuple[str, str] | None) -> tuple[str, str] | None:
@@ -321,44 +404,48 @@ class InferSchema(beam.CombineFn):
     """Per column: dtype (declared, or the narrowest of int64 < float32 < string that fits every
     non-empty value), whether any record lacks it, and what the manifest's warnings name, since the
     trainer would otherwise get it without a word: the values that made a column of numbers string
-    (up to STRAY_TEXT_LIMIT: a typo, a unit, a stray byte); of a column stored as numbers, the
-    values written with leading zeros (zip codes, ids), which the numbers lose; of a float32 column,
-    the numbers float32 moves by 1 or more (moved_by_float32)."""
+    (up to STRAY_TEXT_LIMIT: a typo, a unit, a stray byte), or that are all numbers with the other
+    decimal sign (46,70 where csv.decimal is '.': a file written in the other convention); of a
+    column stored as numbers, the values written with leading zeros (zip codes, ids), which the
+    numbers lose; of a float32 column, the numbers float32 moves by 1 or more (moved_by_float32).
+    Numbers are read with the `decimal` sign (csv.decimal)."""
 
-    def __init__(self, columns: Sequence[str], declared: dict[str, str]):
-        self._columns, self._declared = tuple(columns), dict(declared)
+    def __init__(self, columns: Sequence[str], declared: dict[str, str], decimal: str = "."):
+        self._columns, self._declared, self._decimal = tuple(columns), dict(declared), decimal
 
     def create_accumulator(self) -> list[_Tally]:
         return [_Tally() for _ in self._columns]
 
     def add_input(self, acc: list[_Tally], row: Row) -> list[_Tally]:
+        decimal = self._decimal
         for tally, value in zip(acc, row.values, strict=True):
             if value == "":
                 tally.missing += 1
-            elif tally.not_numbers > STRAY_TEXT_LIMIT:  # a text column
+            elif tally.text_column():
                 continue
             elif tally.all_int and is_int64(value):
-                tally.count_number(row.source, value)
-            elif is_float(value):
+                tally.count_number(row.source, value, decimal)
+            elif is_float(value, decimal):
                 tally.all_int = False
-                tally.count_number(row.source, value)
+                tally.count_number(row.source, value, decimal)
             else:
-                tally.not_numbers += 1
-                tally.least_not_number = _least(tally.least_not_number, (row.source, value))
+                tally.count_not_number(row.source, value, decimal)
         return acc
 
     def merge_accumulators(self, accumulators) -> list[_Tally]:
         return [
             _Tally(
-                all(t.all_int for t in tallies),
-                sum(t.missing for t in tallies),
-                sum(t.numbers for t in tallies),
-                sum(t.not_numbers for t in tallies),
-                _least(*(t.least_not_number for t in tallies)),
-                sum(t.leading_zeros for t in tallies),
-                _least(*(t.least_leading_zero for t in tallies)),
-                sum(t.float32_moved for t in tallies),
-                _least(*(t.least_float32_moved for t in tallies)),
+                all_int=all(t.all_int for t in tallies),
+                missing=sum(t.missing for t in tallies),
+                numbers=sum(t.numbers for t in tallies),
+                not_numbers=sum(t.not_numbers for t in tallies),
+                least_not_number=_least(*(t.least_not_number for t in tallies)),
+                leading_zeros=sum(t.leading_zeros for t in tallies),
+                least_leading_zero=_least(*(t.least_leading_zero for t in tallies)),
+                float32_moved=sum(t.float32_moved for t in tallies),
+                least_float32_moved=_least(*(t.least_float32_moved for t in tallies)),
+                other_decimal=sum(t.other_decimal for t in tallies),
+                grouped_thousands=sum(t.grouped_thousands for t in tallies),
             )
             for tallies in zip(*accumulators, strict=True)
         ]
@@ -368,13 +455,18 @@ class InferSchema(beam.CombineFn):
         for name, t in zip(self._columns, acc, strict=True):
             inferred = "string" if t.not_numbers else "int64" if t.all_int else "float32"
             declared = self._declared.get(name)
+            convention = not declared and t.not_numbers and t.other_decimal == t.not_numbers
+            other = NotedValues(t.not_numbers, t.numbers, *t.least_not_number) if convention else None
             few = not declared and 0 < t.not_numbers <= STRAY_TEXT_LIMIT and t.not_numbers < t.numbers
-            stray = NotedValues(t.not_numbers, t.numbers, *t.least_not_number) if few else None
+            stray = NotedValues(t.not_numbers, t.numbers, *t.least_not_number) if few and not convention else None
             zeros = not declared and inferred != "string" and t.leading_zeros
             leading = NotedValues(t.leading_zeros, t.numbers, *t.least_leading_zero) if zeros else None
             moved = not declared and inferred == "float32" and t.float32_moved
             rounded = NotedValues(t.float32_moved, t.numbers, *t.least_float32_moved) if moved else None
-            schema[name] = ColumnType(declared or inferred, t.missing, stray, leading, rounded)
+            grouped = bool(convention) and t.grouped_thousands == t.other_decimal
+            schema[name] = ColumnType(
+                declared or inferred, t.missing, stray, leading, rounded, other, grouped, self._decimal
+            )
         return schema
 
 
@@ -385,10 +477,12 @@ def column_warnings(column: str, found: ColumnType) -> list[str]:
         warnings.append(spaced_name_warning(column))
     if found.stray_text:
         warnings.append(stray_text_warning(column, found.stray_text))
+    if found.other_decimal:
+        warnings.append(other_decimal_warning(column, found.other_decimal, found.decimal, found.grouped_thousands))
     if found.leading_zeros:
-        warnings.append(leading_zeros_warning(column, found.dtype, found.leading_zeros))
+        warnings.append(leading_zeros_warning(column, found.dtype, found.leading_zeros, found.decimal))
     if found.float32_moved:
-        warnings.append(float32_warning(column, found.float32_moved))
+        warnings.append(float32_warning(column, found.float32_moved, found.decimal))
     return warnings
 
 
@@ -407,25 +501,46 @@ def _some(noted: NotedValues, have: str, has: str) -> str:
     return f"{noted.count} of its {noted.numbers} values {have}"
 
 
-def leading_zeros_warning(column: str, dtype: str, noted: NotedValues) -> str:
+def leading_zeros_warning(column: str, dtype: str, noted: NotedValues, decimal: str = ".") -> str:
     """What a user is told of a column stored as numbers that some values wrote with leading zeros."""
     return (
         f"column {column!r} is stored as {dtype}, which keeps no leading zeros: "
         f"{_some(noted, 'have them', 'has them')} (for example {noted.source}: {noted.value!r} is stored as "
-        f"{stored_value(noted.value, dtype)!r}); declare it in csv.schema as string to keep the values as written, "
-        f"or as {dtype} to keep the numbers without this warning"
+        f"{stored_value(noted.value, dtype, decimal)!r}); declare it in csv.schema as string to keep the values as "
+        f"written, or as {dtype} to keep the numbers without this warning"
     )
 
 
-def float32_warning(column: str, noted: NotedValues) -> str:
+def float32_warning(column: str, noted: NotedValues, decimal: str = ".") -> str:
     """What a user is told of a float32 column whose numbers float32 moves by 1 or more."""
     return (
         f"column {column!r} is stored as float32, which holds numbers of {FLOAT32_EXACT:,} or more only to the "
         f"nearest of its steps (2 and up): {_some(noted, 'change', 'changes')} by 1 or more (for example "
-        f"{noted.source}: {noted.value!r} is stored as {stored_value(noted.value, 'float32')!r}); declare it in "
-        "csv.schema as string to keep the values as written (or int64 if they are integers), or as float32 to keep "
-        "them rounded without this warning"
+        f"{noted.source}: {noted.value!r} is stored as {stored_value(noted.value, 'float32', decimal)!r}); declare "
+        "it in csv.schema as string to keep the values as written (or int64 if they are integers), or as float32 to "
+        "keep them rounded without this warning"
     )
+
+
+def other_decimal_warning(column: str, noted: NotedValues, decimal: str, grouped_thousands: bool) -> str:
+    """What a user is told of a column stored as strings because its numbers are written with the
+    other decimal sign (46,70 where csv.decimal is '.')."""
+    other = _OTHER_DECIMAL[decimal]
+    total = noted.count + noted.numbers
+    whole = noted.count == total
+    some = f"all {total} of its values are numbers" if whole else f"its values are numbers, {noted.count} of {total}"
+    warning = (
+        f"column {column!r} is stored as strings, though {some} written with {other!r} before the fraction, which "
+        f"csv.decimal {decimal!r} reads as text (for example {noted.source}: {noted.value!r}): if the file writes its "
+        f"numbers so, set csv.decimal: {other!r} (or declare the column string in csv.schema to keep the text "
+        "without this warning)"
+    )
+    if grouped_thousands:
+        warning += (
+            f"; but each has 3 digits after its {other!r}, as thousands grouped with it have (1{other}234 for "
+            "1234): if they are such, neither setting reads them as numbers, so write them without the grouping"
+        )
+    return warning
 
 
 def stray_text_warning(column: str, stray: NotedValues) -> str:
@@ -443,11 +558,12 @@ def stray_text_warning(column: str, stray: NotedValues) -> str:
 
 
 class EncodeRows(beam.DoFn):
-    """Row -> Record, typed by the (side input) schema; a value that does not fit a declared type
-    makes the row a dead letter, and so does a row whose Example TensorFlow could not parse."""
+    """Row -> Record, typed by the (side input) schema, numbers read with the `decimal` sign
+    (csv.decimal); a value that does not fit a declared type makes the row a dead letter, and so
+    does a row whose Example TensorFlow could not parse."""
 
-    def __init__(self, columns: Sequence[str]):
-        self._columns = tuple(columns)
+    def __init__(self, columns: Sequence[str], decimal: str = "."):
+        self._columns, self._decimal = tuple(columns), decimal
         self._written, self._errors = counter("written"), counter("errors")
 
     def process(self, row: Row, schema):
@@ -457,7 +573,7 @@ class EncodeRows(beam.DoFn):
             if value == "":
                 continue
             try:
-                features[name] = parse_value(value, schema[name].dtype)
+                features[name] = parse_value(value, schema[name].dtype, self._decimal)
             except ValueError as e:
                 self._errors.inc()
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(row.source, "parse", f"column {name!r}: {e}"))

@@ -1,75 +1,93 @@
-"""Writing records to `<output>/<split>-SSSSS-of-NNNNN.tfrecord[.gz]`, and dead letters and groups of
-copies to JSON lines (names: pipeline.contract.layout)."""
+"""Writing records to `<folder>/<split>-SSSSS-of-NNNNN.tfrecord[.gz]`, and dead letters and groups
+of copies to JSON lines (names: pipeline.contract.layout), through pipeline.storage only: Beam's
+file sinks read their output's path as a glob pattern (and delete what it matches), so none is
+used."""
 
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Iterable
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
+from pipeline import storage
 from pipeline.contract.layout import (
     COPIES_PREFIX,
     ERROR_FILES,
     ERRORS_PREFIX,
     GZIP,
-    ShardedFileTemplate,
     join,
-    record_files,
 )
+from pipeline.tfrecord_framing import framed
 from transforms import stopping
 from transforms.gzip_codec import use_gzip_codec
 from transforms.once import OnceWithAll
 from transforms.outcomes import DeadLetter
 from transforms.same_content import SameContent
+from transforms.shard_parts import FinalizeShards, RoundRobin, ShardLayout, ShardPart
 
 use_gzip_codec()  # for every job that writes records (on remote workers: GzipCodecPlugin)
 
 
-class PayloadsBySplit(beam.DoFn):
-    """Record -> its payload, on the output tagged with its split: one step per record where a
-    Partition and a Map would take two. A split the plan does not name fails the bundle (an
-    undeclared tag could otherwise drop the record)."""
+class ToShards(beam.DoFn):
+    """Record -> ((split, shard index), payload): each bundle spreads its records round robin
+    over its split's shards from a random one (RoundRobin, which refuses a split the plan does
+    not name)."""
 
-    def __init__(self, names: list[str]):
-        self._names = frozenset(names)
+    def __init__(self, layout: ShardLayout):
+        self._layout = layout
+
+    def start_bundle(self):
+        self._order = RoundRobin(self._layout)
 
     def process(self, record):
         stopping.check()
-        if record.split not in self._names:
-            raise ValueError(f"record of split {record.split!r}, which the plan does not name ({sorted(self._names)})")
-        yield beam.pvalue.TaggedOutput(record.split, record.data)
+        yield (record.split, self._order.next(record.split)), record.data
+
+
+class WriteShardPart(beam.DoFn):
+    """((split, index), payloads) -> the ShardPart holding them, written under a name of this
+    attempt's own (a retry writes another; FinalizeShards takes the one reported)."""
+
+    def __init__(self, layout: ShardLayout):
+        self._layout = layout
+
+    def process(self, shard_payloads):
+        (split, index), payloads = shard_payloads
+        self._layout.make_parts_folder()
+        path = self._layout.part_path(split, index, uuid.uuid4().hex)
+        records = 0
+        with self._layout.create(path) as f:
+            for payload in payloads:
+                stopping.check()
+                for piece in framed(payload):
+                    f.write(piece)
+                records += 1
+        yield ShardPart(split, index, path, records)
 
 
 @beam.ptransform_fn
-def WriteSplits(records, output: str, shards: dict[str, int], compression: str = GZIP):
-    """One WriteToTFRecord per split, with that split's planned shard count, GZIP or uncompressed
-    (`compression` as a manifest says it). Returns {split: PCollection of the written file names}."""
-    names = list(shards)
-    suffix = record_files(compression).suffix
-    codec = CompressionTypes.GZIP if compression == GZIP else CompressionTypes.UNCOMPRESSED
-    payloads = records | "PayloadsBySplit" >> beam.ParDo(PayloadsBySplit(names)).with_outputs(*names)
-    return {
-        name: payloads[name]
-        | f"{name}.Write"
-        >> beam.io.WriteToTFRecord(
-            join(output, name),
-            file_name_suffix=suffix,
-            num_shards=shards[name],
-            shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE,
-            compression_type=codec,
-        )
-        for name in names
-    }
+def WriteSplits(records, folder: str, shards: dict[str, int], compression: str = GZIP):
+    """Each split's records into its planned number of shards, GZIP or uncompressed
+    (`compression` as a manifest says it): grouped by shard, each group written as one part,
+    the parts then given their shard names (transforms.shard_parts). Returns the PCollection of
+    the written shards' paths."""
+    layout = ShardLayout(folder, shards, compression)
+    return (
+        records
+        | "ToShards" >> beam.ParDo(ToShards(layout))
+        | "GroupByShard" >> beam.GroupByKey()
+        | "WriteParts" >> beam.ParDo(WriteShardPart(layout))
+        | "FinalizeShards" >> FinalizeShards(layout)
+    )
 
 
 def write_json_lines(items: Iterable[DeadLetter | SameContent], path: str) -> list[str]:
     """Writes each item's to_json() as a line of a new file at `path` (written whole again on a
     retry); returns [path]."""
     stopping.check()
-    with FileSystems.create(path, mime_type="text/plain", compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    with storage.create(path, mime_type="text/plain") as f:
         for item in items:
             stopping.check()
             f.write(item.to_json().encode() + b"\n")

@@ -5,9 +5,9 @@ Our flags (pipeline.flags) are parsed here; every other flag (`--runner`, `--pro
 `--temp_location`, `--direct_num_workers`, ...) goes to Beam's PipelineOptions
 (pipeline.runners: which runner a local run gets).
 
-The run holds DEST's lease (pipeline.lease), prepares DEST (pipeline.output), and publishes
-through a FolderPublication (pipeline.folder_store: in place, or staged beside a committed
-dataset); exit codes: pipeline.job.
+The run holds DEST's lease (pipeline.lease), prepares DEST (pipeline.output), writes into its own
+staging folder and publishes through a FolderPublication (pipeline.folder_store); exit codes:
+pipeline.job.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipeline import storage
 from pipeline.build import converting_processes
 from pipeline.config import ConfigError, load_config
-from pipeline.contract.versions import new_version
+from pipeline.contract.versions import new_run
 from pipeline.flags import CONVERT_FLAGS, command_name, config_overrides, make_parser, parse_command_line
 from pipeline.folder_store import FolderPublication
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
@@ -30,7 +30,7 @@ from pipeline.output import OutputExistsError, prepare_output
 from pipeline.planning import PlanError, make_plan
 from pipeline.preflight import PreflightError, check_input, check_output, take_lease
 from pipeline.report import rejected_summary, run_summary
-from pipeline.runners import UnsafeOptionError, refuse_unsafe_options, runner_of, runs_here
+from pipeline.runners import UnsafeOptionError, reads_local_files, refuse_unsafe_options, runner_of, runs_here
 from transforms import convert_pool
 
 _LOG = logging.getLogger("pipeline")
@@ -46,14 +46,14 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args, beam_args = parse_command_line(parser(), CONVERT_FLAGS, argv)
-    run = new_version()
+    run = new_run()
     try:
         refuse_unsafe_options(beam_args)
         config = load_config(args.config, config_overrides(args))
         source, output = storage.absolute(config.input_uri), storage.absolute(config.output_uri)
         check_input(config.kind, source)
         check_output(config.kind, source, output)
-        lease = Lease(output, run)
+        lease = Lease(output, run, config.lease_seconds)
         # A job only built or staged here runs later, without this process to hold a lease.
         unattended = stages_only(PipelineOptions(beam_args))
         took_over = None if unattended else take_lease(lease)
@@ -63,28 +63,32 @@ def main(argv: list[str]) -> int:
     # The converting processes start while the input is planned and Beam sets the job up:
     # ReadImages' pool takes them.
     with lease, convert_pool.started_ahead(converting_processes(runner_of(beam_args), config)):
+        publication = FolderPublication(output, run, unattended)
         try:
-            plan = make_plan(config, hand_over=runs_here(beam_args))
-            staged = prepare_output(plan.output, config.overwrite, took_over)
-        except (PlanError, OutputExistsError) as e:
+            plan = make_plan(
+                config, hand_over=runs_here(beam_args), local_files=reads_local_files(runner_of(beam_args))
+            )
+            replacing = prepare_output(plan.output, run, config.overwrite, took_over, unattended)
+            publication.prepare()
+        except (PlanError, OutputExistsError, OSError) as e:
             _LOG.error("%s", e)
             return EXIT_REFUSED
         if lease.held:
             lease.keep_renewed()
-        return _convert(plan, config, beam_args, FolderPublication(plan.output, run, staged, unattended))
+        return _convert(plan, config, beam_args, publication, replacing)
 
 
-def _convert(plan, config, beam_args, publication: FolderPublication) -> int:
+def _convert(plan, config, beam_args, publication: FolderPublication, replacing: bool) -> int:
     _LOG.info("converting %d listed file(s) from %s into %s", plan.listing.files, plan.input, plan.output)
     started = time.monotonic()
     try:
         manifest = run_job(plan, config, beam_args, publication)
     except RunFailedError as e:
         if e.rejected:
-            print(rejected_summary(publication.folder, e.rejected))
+            print(rejected_summary(publication.folder if replacing else publication.output, e.rejected))
         for reason in e.reasons():
             _LOG.error("%s", reason)
-        _LOG.error("run %s not published; %s", publication.run, _what_readers_see(publication))
+        _LOG.error("run %s not published; %s", publication.run, _what_readers_see(publication.output, replacing))
         return EXIT_REJECTED if e.rejected else EXIT_FAILED
     if manifest is None:
         print(f"Job built/staged, not run (--dry_run or --template_location); it will write {plan.output}")
@@ -93,7 +97,7 @@ def _convert(plan, config, beam_args, publication: FolderPublication) -> int:
     return 0
 
 
-def _what_readers_see(publication: FolderPublication) -> str:
-    if publication.staged:
-        return f"the previous dataset in {publication.output} is unchanged"
-    return f"{publication.output} holds no dataset (manifest.rejected.json and the error report say why, if there)"
+def _what_readers_see(output: str, replacing: bool) -> str:
+    if replacing:
+        return f"the previous dataset in {output} is unchanged"
+    return f"{output} holds no dataset (manifest.rejected.json and the error report say why, if there)"

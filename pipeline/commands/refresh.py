@@ -3,7 +3,8 @@ new version of a dataset (the layout of ROOT: pipeline.version_store).
 
 A refresh lists SRC first. When the listing (paths, sizes, mtimes/generations: its fingerprint)
 and the settings are those of the version LATEST names, it prints "nothing changed" and exits 0
-without writing anything. Otherwise it converts into ROOT/<UTC timestamp>/ and the job's last
+without writing anything. Otherwise it converts into ROOT/<UTC timestamp>/ (a name after every
+version of ROOT, whatever the clock says: contract.versions.next_version) and the job's last
 step checks the run as `publish.problems` does and then either
 
 * writes manifest.json and then LATEST (temporary file + rename, through Beam FileSystems, so
@@ -14,8 +15,9 @@ step checks the run as `publish.problems` does and then either
 
 A run that crashes or is interrupted never reaches that step, so LATEST never moves; on local
 failures the refresh deletes its version folder (keeping only the error report and rejected
-manifest, when there are). One refresh per ROOT at a time (ROOT/.lease: pipeline.lease); it
-deletes version folders left without any manifest by runs that died. Splits do not move between
+manifest, when there are). A refresh that made a version it could not publish never exits 0.
+One refresh per ROOT at a time (ROOT/.lease: pipeline.lease); it deletes version folders left
+without any manifest by runs that died. Splits do not move between
 versions: a source's split is a hash of its path below SRC (transforms.splits), whatever else was
 added. Nor do label ids: a new version keeps the previous one's, new labels after them
 (pipeline.label_map.kept_ids).
@@ -37,11 +39,11 @@ from pipeline.build import converting_processes
 from pipeline.config import Config, ConfigError, load_config, to_dict
 from pipeline.contract.layout import join
 from pipeline.contract.manifest import Manifest, ManifestError, read_manifest
-from pipeline.contract.versions import LatestPointerError, new_version
+from pipeline.contract.versions import LatestPointerError, new_run, next_version
 from pipeline.flags import REFRESH_FLAGS, command_name, config_overrides, make_parser, parse_command_line
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.label_map import kept_ids
-from pipeline.lease import Lease, LeaseHeldError
+from pipeline.lease import Fence, Lease, LeaseHeldError
 from pipeline.planning import Plan, PlanError, make_plan
 from pipeline.preflight import PreflightError, check_input, check_output, take_lease
 from pipeline.report import run_summary
@@ -49,6 +51,7 @@ from pipeline.runners import (
     UnsafeOptionError,
     make_pipeline,
     pipeline_options,
+    reads_local_files,
     refuse_unsafe_options,
     runner_of,
     runs_here,
@@ -59,7 +62,7 @@ from transforms.counting import counter
 
 _LOG = logging.getLogger("pipeline.refresh")
 # Settings that differ between versions by construction, or are derived from the listing.
-_NOT_SETTINGS = ("output", "overwrite", "planned_shards", "planned_split_bytes")
+_NOT_SETTINGS = ("output", "overwrite", "planned_shards", "planned_split_bytes", "planned_delimiter", "lease_seconds")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -149,16 +152,15 @@ def _run(
     print(run_summary(manifest, plan.output, time.monotonic() - started))
     latest = latest_version(root)
     if latest != publication.version:
-        _LOG.warning(
-            "%s/LATEST names %s, not this run's %s (a newer refresh published first)", root, latest, publication.version
-        )
-    else:
-        print(f"Published version {publication.version}: {root}/LATEST -> {publication.version}")
+        _LOG.error("%s/LATEST names %s, not this run's %s: version not published", root, latest, publication.version)
+        return EXIT_FAILED
+    print(f"Published version {publication.version}: {root}/LATEST -> {publication.version}")
     return 0
 
 
 def main(argv: list[str]) -> int:
     args, beam_args = parse_command_line(parser(), REFRESH_FLAGS, argv)
+    run = new_run()
     try:
         refuse_unsafe_options(beam_args)
         if args.keep is not None and args.keep < 1:
@@ -171,24 +173,26 @@ def main(argv: list[str]) -> int:
         check_input(config.kind, source)
         check_output(config.kind, source, root)
         unattended = stages_only(PipelineOptions(beam_args))  # the job runs later, without this process
-        publication = VersionPublication(root, new_version(), args.keep, unattended)
-        lease = Lease(root, publication.version)
+        lease = Lease(root, run, config.lease_seconds)
         if not unattended:
             take_lease(lease)
     except (ConfigError, LeaseHeldError, UnsafeOptionError, PreflightError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED
     with lease:
-        return _refresh(beam_args, config, publication, lease)
+        return _refresh(beam_args, config, root, run, args.keep, unattended, lease)
 
 
-def _refresh(beam_args: list[str], config: Config, publication: VersionPublication, lease: Lease) -> int:
+def _refresh(
+    beam_args: list[str], config: Config, root: str, run: str, keep: int | None, unattended: bool, lease: Lease
+) -> int:
     """Under the root's lease: plan, skip unchanged input, remove dead runs' versions, convert."""
-    root = publication.root
     try:
-        config = config.model_copy(update={"output": publication.folder, "overwrite": False})
-        plan = make_plan(config, hand_over=runs_here(beam_args))
         previous = latest_version(root)
+        version = next_version([*storage.children(root), previous or ""])
+        publication = VersionPublication(root, version, run, keep, unattended)
+        config = config.model_copy(update={"output": publication.folder, "overwrite": False})
+        plan = make_plan(config, hand_over=runs_here(beam_args), local_files=reads_local_files(runner_of(beam_args)))
         manifest = previous_manifest(root, previous)
         message = unchanged_since(root, previous, manifest, plan, config) if manifest else None
         if message:
@@ -196,9 +200,11 @@ def _refresh(beam_args: list[str], config: Config, publication: VersionPublicati
             if stages_only(pipeline_options(beam_args)):
                 _stage_unchanged_job(beam_args, message)
             return 0
-        remove_unfinished_versions(root)
+        with Fence(root, run, unattended) as fence:
+            remove_unfinished_versions(root, fence)
+        publication.prepare()
         plan = with_previous_ids(plan, manifest)
-    except (PlanError, LatestPointerError) as e:
+    except (PlanError, LatestPointerError, OSError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED
     if lease.held:

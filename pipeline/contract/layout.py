@@ -9,7 +9,10 @@
     copies-00000-of-00001.jsonl          sources with the same bytes, a group a line (only when there are)
     manifest.json                        written last: its presence means the dataset is complete
     manifest.rejected.json               written instead by a run that must not be trusted
-    .shard-parts/                        while a local run writes: each bundle's part of each shard
+    .<name>.<random>.tmp                 a file being written under a fresh name, then renamed to <name>
+
+Every file a manifest names is a relative path of plain names inside the dataset's folder
+(`is_contained`): readers refuse a manifest naming `../x` or `/etc/passwd`.
 
 A `ShardedFileTemplate` both formats and parses shard names (as TFDS's does), so writers, readers
 and the clean-up of a previous dataset agree on one spelling.
@@ -26,6 +29,8 @@ TEMPORARY_SUFFIX = ".tmp"  # written, then renamed into place
 ERRORS_PREFIX = "errors"
 COPIES_PREFIX = "copies"
 SHARD_PARTS_FOLDER = ".shard-parts"  # transforms.shard_parts; gone once the shards are final
+_TEMPORARY = re.compile(r"\.(.+)\.[A-Za-z0-9_]+" + re.escape(TEMPORARY_SUFFIX), re.DOTALL)
+_UNSAFE_CHARACTERS = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
 def is_remote(uri: str) -> bool:
@@ -36,6 +41,29 @@ def is_remote(uri: str) -> bool:
 def join(folder: str, name: str) -> str:
     """`folder/name` for local paths and gs:// prefixes alike."""
     return folder.rstrip("/") + "/" + name
+
+
+def temporary_name(name: str, token: str) -> str:
+    """The name a file `name` is written under before it is renamed into place: hidden, with a
+    random `token`, so no two writers share it and no reader's pattern (`train-*`) matches it."""
+    return f".{name}.{token}{TEMPORARY_SUFFIX}"
+
+
+def temporary_of(name: str) -> str | None:
+    """The name a temporary file (temporary_name, or the older `<name>.tmp`) stands for, else None."""
+    match = _TEMPORARY.fullmatch(name)
+    if match:
+        return match.group(1)
+    return name.removesuffix(TEMPORARY_SUFFIX) if name.endswith(TEMPORARY_SUFFIX) else None
+
+
+def is_contained(name: str) -> bool:
+    """Whether a file name, as a manifest holds it, stays inside the dataset's folder: a relative
+    path of plain names (none empty, `.` or `..`), without a scheme, backslashes or control
+    characters."""
+    if not name or name.startswith("/") or "://" in name or _UNSAFE_CHARACTERS.search(name):
+        return False
+    return all(part not in ("", ".", "..") for part in name.split("/"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +95,6 @@ class ShardedFileTemplate:
         parsed = self.parse(name)
         return parsed is not None and parsed.prefix == prefix
 
-    def glob(self, prefix: str) -> str:
-        """A file pattern matching every shard of `prefix`."""
-        return f"{prefix}-*-of-*{self.suffix}"
-
 
 GZIP, UNCOMPRESSED = "GZIP", "NONE"  # a manifest's `compression`
 _RECORD_FILES = {GZIP: ShardedFileTemplate(".tfrecord.gz"), UNCOMPRESSED: ShardedFileTemplate(".tfrecord")}
@@ -95,7 +119,7 @@ def is_dataset_file(name: str) -> bool:
     return (
         any(template.parse(records) is not None for template in _RECORD_FILES.values())
         or (errors is not None and errors.prefix in (ERRORS_PREFIX, COPIES_PREFIX))
-        or name in (MANIFEST_NAME, MANIFEST_NAME + TEMPORARY_SUFFIX)
+        or name == MANIFEST_NAME
         or is_reader_metadata(name)
     )
 

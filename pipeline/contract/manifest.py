@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.contract.layout import GZIP, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, join
+from pipeline.contract.layout import GZIP, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, is_contained, join
 
 FORMAT = "tfrecord-examples"
 FORMAT_VERSION = 3  # 2: shard_lengths, rejected; 3: compression NONE, index_files, metadata_files, label_offset
@@ -74,6 +74,9 @@ class SplitInfo:
     label_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     shard_lengths: tuple[int, ...] = ()
     index_files: tuple[str, ...] = ()  # with `index: true`, one per shard, in the same order
+
+    def __post_init__(self):
+        _check_contained(f"split {self.name!r}", (*self.shards, *self.index_files))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +145,7 @@ class Manifest:
         return (*self.error_files, *self.copies_files)
 
     def __post_init__(self):
+        _check_contained("the manifest", (*self.error_files, *self.copies_files, *self.metadata_files))
         if self.compression not in COMPRESSIONS:
             raise ManifestError(f"compression {self.compression!r} is not one of {COMPRESSIONS}")
         if not isinstance(self.label_offset, int) or self.label_offset < 0:
@@ -208,6 +212,14 @@ class Manifest:
             return cls(splits=splits, features=features, counts=Counts(**body["counts"]), **rest)
         except (KeyError, TypeError) as e:
             raise ManifestError(f"manifest is incomplete: {e!r}") from e
+
+
+def _check_contained(where: str, names) -> None:
+    """A manifest names files inside its folder only (layout.is_contained): a reader that followed
+    `../x` or `/etc/passwd` would read what is not the dataset."""
+    for name in names:
+        if not isinstance(name, str) or not is_contained(name):
+            raise ManifestError(f"{where} names the file {name!r}, which is not a plain name inside its folder")
 
 
 def read_manifest(folder: str, read_text: Callable[[str], str | None]) -> Manifest:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Callable
+import secrets
+from collections.abc import Callable, Iterable
 
 from pipeline.contract.layout import join
 
@@ -33,10 +34,32 @@ class LatestPointerError(ValueError):
     """ROOT/LATEST exists but does not name a version folder."""
 
 
+def utc_now() -> datetime.datetime:
+    """The clock every run's and version's name reads."""
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
 def new_version(now: datetime.datetime | None = None) -> str:
     """The version name for a run starting `now` (UTC), e.g. '20250301T020000123456Z'."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    now = now or utc_now()
     return now.astimezone(datetime.timezone.utc).strftime(VERSION_FORMAT)
+
+
+def next_version(existing: Iterable[str], now: datetime.datetime | None = None) -> str:
+    """The name of a new version that sorts after every version in `existing` (those below ROOT,
+    LATEST's among them) whatever the clock says: `now`'s name, or the newest one's time plus one
+    microsecond when the clock is behind it (set back, or an earlier run's clock ran ahead)."""
+    candidate = new_version(now)
+    newest = max((version_time(name) for name in existing if is_version(name)), default=None)
+    if newest is None or version_time(candidate) > newest:
+        return candidate
+    return new_version(newest + datetime.timedelta(microseconds=1))
+
+
+def new_run(now: datetime.datetime | None = None) -> str:
+    """A run's name: its start (UTC, as a version is named) and a random part, so that no two runs
+    share one, whatever their clocks say; its staging folder and its lease carry it."""
+    return f"{new_version(now)}-{secrets.token_hex(4)}"
 
 
 def is_version(name: str) -> bool:

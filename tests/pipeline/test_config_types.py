@@ -209,6 +209,7 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
         "overwrite": False,
         "compression": "gzip",
         "index": False,
+        "lease_seconds": 300,
         "image": {
             "extensions": list(IMAGE_EXTENSIONS),
             "max_pixels": 89_478_485,
@@ -224,8 +225,8 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
             "alpha": "composite",
             "exif_orientation": "keep",
         },
-        "image_csv": {"uri_column": "image_uri", "label_column": "label", "split_column": "split"},
-        "csv": {"schema": {"a": "int64"}},
+        "image_csv": {"uri_column": "image_uri", "label_column": "label", "split_column": "split", "roots": []},
+        "csv": {"schema": {"a": "int64"}, "delimiter": "auto", "decimal": "."},
     }
     assert pickle.loads(pickle.dumps(config)) == config  # Beam pickles what it ships to workers
     with pytest.raises(pydantic.ValidationError):

@@ -1,10 +1,13 @@
-"""The names in a dataset folder: one template formats and parses shard names, and it agrees with
-the names Beam writes from its `shard_name_template` syntax."""
+"""The names in a dataset folder: one template formats and parses shard names, and the job's
+writer writes those names; a manifest's names stay inside the folder."""
+
+import posixpath
 
 import apache_beam as beam
 import pytest
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.testing.test_pipeline import TestPipeline
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline.contract.layout import (
     ERROR_FILES,
@@ -14,12 +17,16 @@ from pipeline.contract.layout import (
     REJECTED_MANIFEST_NAME,
     TFDS_METADATA_FILES,
     UNCOMPRESSED,
-    ShardedFileTemplate,
     ShardName,
+    is_contained,
     is_dataset_file,
     join,
     record_files,
+    temporary_name,
+    temporary_of,
 )
+from transforms.outcomes import Record
+from transforms.write import WriteSplits
 
 RECORD_FILES = record_files(GZIP)
 
@@ -62,7 +69,6 @@ def test_the_dataset_files_are_recognised_and_nothing_else():
         ERROR_FILES.name("errors", 0, 1),
         ERROR_FILES.name("copies", 0, 1),
         MANIFEST_NAME,
-        MANIFEST_NAME + ".tmp",
         *TFDS_METADATA_FILES,
     ]
     assert all(is_dataset_file(name) for name in written)
@@ -82,17 +88,34 @@ def test_join_works_for_local_folders_and_gcs_prefixes():
     assert join("gs://bucket/set", "x") == "gs://bucket/set/x"
 
 
-def test_beam_writes_the_names_the_template_formats(tmp_path):
+def test_the_job_writes_the_names_the_template_formats(tmp_path):
+    records = [Record("train", "a", False, bytes([i])) for i in range(7)]
     with TestPipeline() as p:
-        _ = (
-            p
-            | beam.Create([b"a", b"b", b"c"])
-            | beam.io.WriteToTFRecord(
-                join(str(tmp_path), "train"),
-                file_name_suffix=RECORD_FILES.suffix,
-                num_shards=3,
-                shard_name_template=ShardedFileTemplate.BEAM_SHARD_TEMPLATE,
-                compression_type=CompressionTypes.GZIP,
-            )
-        )
+        _ = p | beam.Create(records) | WriteSplits(str(tmp_path), {"train": 3}, GZIP)
     assert sorted(p.name for p in tmp_path.iterdir()) == [RECORD_FILES.name("train", i, 3) for i in range(3)]
+
+
+@given(st.text(st.characters(blacklist_characters="/\0"), min_size=1), st.text("abcdef0123456789", min_size=1))
+def test_a_temporary_name_is_hidden_and_stands_for_its_file(name, token):
+    temporary = temporary_name(name, token)
+    assert temporary.startswith(".") and temporary_of(temporary) == name
+    assert not is_dataset_file(temporary)
+
+
+_PART = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
+
+
+@given(st.lists(_PART, min_size=1, max_size=4))
+def test_a_manifest_name_is_contained_exactly_when_it_cannot_leave_the_folder(parts):
+    name = "/".join(parts)
+    escapes = posixpath.normpath("/root/" + name).startswith("/root/") is False or name.startswith("/")
+    odd = any(part in ("", ".", "..") or "\\" in part or "://" in name for part in name.split("/"))
+    control = any(ord(c) < 32 or ord(c) == 127 for c in name)
+    assert is_contained(name) == (not escapes and not odd and not control)
+    if is_contained(name):
+        assert posixpath.normpath(posixpath.join("/root", name)).startswith("/root/")
+
+
+@pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a/../../x", "gs://other/x", "a\\..\\x", ".", "", "a//b"])
+def test_names_that_leave_the_folder_are_not_contained(name):
+    assert not is_contained(name)

@@ -122,6 +122,7 @@ def _convert_into(layout: ShardLayout, settings: ImageSettings, sources: list[So
 @pytest.mark.parametrize("compression", [GZIP, UNCOMPRESSED])
 def test_records_appended_by_several_processes_read_back_whole(tmp_path, photos, compression):
     layout, settings = ShardLayout(str(tmp_path / "out"), {"train": 3}, compression), _settings(compression)
+    (tmp_path / "out").mkdir()
     closed, outcomes = _convert_into(layout, settings, photos)
 
     expected = sorted(ImageConverter(settings).convert(s)[0].data for s in photos)
@@ -138,6 +139,7 @@ def test_records_worth_deflating_come_back_whole_for_the_bundle_to_write(tmp_pat
     """Flat BMPs, stored as they are (TensorFlow decodes them): their pixels deflate well."""
     drawings = _sources(tmp_path, {f"{i:02d}.bmp": _flat_bmp(60 + i) for i in range(12)})
     settings = _settings(GZIP)
+    (tmp_path / "out").mkdir()
     closed, outcomes = _convert_into(ShardLayout(str(tmp_path / "out"), {"train": 3}, GZIP), settings, drawings)
     in_process = [ImageConverter(settings).convert(source)[0] for source in drawings]
     assert all(isinstance(o, Record) for o in in_process)
@@ -151,6 +153,7 @@ def test_a_process_killed_mid_conversion_costs_only_that_source(tmp_path):
         {"0-first.jpg": _noise_jpeg(300), "1-slow.jpg": _noise_jpeg(4000), "2-queued.jpg": _noise_jpeg(200)},
     )
     layout = ShardLayout(str(tmp_path / "out"), {"train": 1}, GZIP)
+    (tmp_path / "out").mkdir()
     parts, pool = SharedParts(layout), ConvertPool(1, _settings(GZIP))
     try:
         worker = pool._workers[0]

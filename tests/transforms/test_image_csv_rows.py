@@ -1,14 +1,28 @@
 """Rows of an image CSV that cannot become records: unsupported URI schemes, duplicates and
-conflicts, unknown splits, a BOM, images that do not exist."""
+conflicts, unknown splits, a BOM, images that do not exist, images outside the CSV's folder and
+its roots (checked on generated paths)."""
 
+import io
+import os
+import posixpath
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.config import ConfigError, load_config
+from transforms.csv_records import CSV_DELIMITER_LIMIT
 from transforms.outcomes import DeadLetter, Source
-from transforms.sources import check_images_exist, not_utf8, parse_image_csv
+from transforms.sources import Roots, check_images_exist, not_utf8, parse_image_csv
+from transforms.splits import assign_split
 
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
+NO_ROOTS = Roots()
 
 
-def parse(lines, csv_uri="/d/labels.csv", fractions=FRACTIONS):
-    return list(parse_image_csv(lines, csv_uri, "image_uri", "label", "split", fractions))
+def parse(lines, csv_uri="/d/labels.csv", fractions=FRACTIONS, roots=NO_ROOTS):
+    text = io.StringIO("".join(lines), newline="")  # as storage.open_text opens the CSV
+    return list(parse_image_csv(text, csv_uri, "image_uri", "label", "split", fractions, roots))
 
 
 def lines_of(outcomes):
@@ -135,3 +149,139 @@ def test_only_bytes_that_were_not_utf8_make_a_row_invalid():
     read = b"caf\xe9,ok".decode("utf-8", "surrogateescape").split(",")  # as storage.open_text reads it
     assert not_utf8(read)
     assert not not_utf8(["café", "日本", "ok", ""]) and not not_utf8([])
+
+
+# Confinement: a row names an image below the CSV's folder or a configured root, else it is a
+# `parse` dead letter naming its line (transforms.sources.confinement_problem).
+
+FOLDER = "/csv-folder-of-these-tests/data"  # not on disk: its real paths are its normalised paths
+_SEGMENT = st.sampled_from(["..", ".", "", "img", "a", "x.jpg", "data"])
+_RELATIVE = st.lists(_SEGMENT, min_size=1, max_size=6).map("/".join)
+_URIS = st.one_of(
+    _RELATIVE,
+    _RELATIVE.map(lambda p: "/" + p),  # absolute, "//" included
+    _RELATIVE.map(lambda p: f"{FOLDER}/{p}"),
+    _RELATIVE.map(lambda p: f"file://{FOLDER}/{p}"),
+    _RELATIVE.map(lambda p: f"gs://bucket/{p}"),
+    st.sampled_from(["hdfs://h/x.jpg", "s3://b/x.jpg", "https://example.com/x.jpg"]),
+).filter(lambda uri: uri.strip())
+_ROOTS = st.lists(
+    st.sampled_from([f"{FOLDER}/img", "/csv-folder-of-these-tests/shared", "/", "gs://bucket/img", "gs://other"]),
+    unique=True,
+)
+
+
+def _below(path: str, folders) -> bool:
+    return any(path.startswith(folder.rstrip("/") + "/") for folder in folders)
+
+
+def _expected(csv_folder: str, uri: str, roots: list[str], local_files: bool) -> str | None:
+    """What a row naming `uri` may read (None: nothing), worked out from the rule, not the code:
+    gs:// anywhere unless roots name gs:// prefixes; local paths, by their normalised absolute
+    path, below the CSV's folder or a local root, and only where local files are read."""
+    remote_roots = [r for r in roots if r.startswith("gs://")]
+    if "://" in uri:
+        if not uri.startswith("gs://"):
+            return None
+        return uri if not remote_roots or _below(uri, [*remote_roots, csv_folder]) else None
+    if csv_folder.startswith("gs://"):
+        bucket, path = csv_folder[len("gs://") :].split("/", 1)
+        if not uri.startswith("/"):
+            image = f"gs://{bucket}{posixpath.normpath(f'/{path}/{uri}')}"
+            return image if _below(image, [csv_folder, *remote_roots]) else None
+    image = "/" + os.path.normpath(os.path.join(csv_folder, uri)).lstrip("/")
+    local = [f for f in (csv_folder, *roots) if "://" not in f]
+    return image if local_files and _below(image, local) else None
+
+
+def _one_row(csv_uri: str, uri: str, roots: list[str], local_files: bool):
+    [outcome] = parse([f"UNASSIGNED,{uri},cat\n"], csv_uri, roots=Roots(tuple(roots), local_files))
+    return outcome
+
+
+@settings(max_examples=400, deadline=None)
+@given(_URIS, _ROOTS, st.booleans())
+def test_a_local_csv_row_reads_only_below_its_folder_or_a_root(uri, roots, local_files):
+    outcome = _one_row(f"{FOLDER}/labels.csv", uri, roots, local_files)
+    image = _expected(FOLDER, uri, roots, local_files)
+    if image is None:
+        assert isinstance(outcome, DeadLetter) and outcome.source == f"{FOLDER}/labels.csv:1"
+        assert outcome.stage == "parse" and uri in outcome.reason
+    else:  # the split hash and image/source_id keep the URI as the CSV wrote it
+        assert outcome == Source(image, uri, "cat", assign_split(uri, FRACTIONS)), outcome
+
+
+@settings(max_examples=300, deadline=None)
+@given(_URIS, _ROOTS, st.booleans())
+def test_a_gcs_csv_row_reads_only_below_its_folder_or_a_root(uri, roots, local_files):
+    csv_folder = "gs://bucket/data"
+    outcome = _one_row(f"{csv_folder}/labels.csv", uri, roots, local_files)
+    image = _expected(csv_folder, uri, roots, local_files)
+    if image is None:
+        assert isinstance(outcome, DeadLetter) and outcome.stage == "parse" and uri in outcome.reason
+    else:
+        assert outcome == Source(image, uri, "cat", assign_split(uri, FRACTIONS)), outcome
+
+
+@pytest.fixture(scope="module")
+def linked(tmp_path_factory):
+    """A CSV's folder with links in it, to places inside and outside it."""
+    base = tmp_path_factory.mktemp("linked")
+    data, private = base / "data", base / "private"
+    (data / "img").mkdir(parents=True)
+    private.mkdir()
+    (data / "img" / "a.jpg").write_bytes(b"x")
+    (private / "passwd").write_bytes(b"root:x:0:0")
+    links = {"in": data / "img", "out": private, "up": base, "root": "/", "a_in.jpg": data / "img" / "a.jpg"}
+    links.update({"passwd.jpg": private / "passwd", "loop": data / "loop", "dangling.jpg": base / "gone"})
+    for name, target in links.items():
+        os.symlink(target, data / name)
+    return data
+
+
+_THROUGH_LINKS = "in out up root loop img .. . a.jpg a_in.jpg passwd.jpg dangling.jpg private passwd data etc"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_THROUGH_LINKS.split()), min_size=1, max_size=5).map("/".join), st.booleans())
+def test_a_link_cannot_lead_a_row_out_of_the_csv_folder(linked, uri, private_is_a_root):
+    """Local paths are confined by the real path of what the job opens (the normalised path, so
+    `out/../in` is `in`, wherever `out` leads): through links."""
+    roots = [str(linked.parent / "private")] if private_is_a_root else []
+    outcome = _one_row(str(linked / "labels.csv"), uri, roots, True)
+    opened = os.path.normpath(os.path.join(linked, uri))
+    if _below(os.path.realpath(opened), [os.path.realpath(f) for f in (linked, *roots)]):
+        assert isinstance(outcome, Source) and outcome.uri == opened
+    else:
+        assert isinstance(outcome, DeadLetter) and outcome.stage == "parse" and uri in outcome.reason
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["img", "a", "b.jpg"]), min_size=1, max_size=4).map("/".join), st.data())
+def test_every_spelling_of_an_image_is_one_source(path, data):
+    """`./p`, `a//b`, `x/../p`, the absolute path: one source, the other rows its duplicates."""
+    spellings = [path, f"./{path}", path.replace("/", "//"), f"x/../{path}", f"{FOLDER}/{path}", f"/{FOLDER}/{path}"]
+    rows = data.draw(st.permutations(spellings))
+    out = parse([f"TRAIN,{uri},cat\n" for uri in rows], f"{FOLDER}/labels.csv")
+    assert out[0] == Source(f"{FOLDER}/{path}", rows[0], "cat", "train")
+    assert all(isinstance(o, DeadLetter) and o.stage == "duplicate" for o in out[1:])
+
+
+def test_roots_are_absolute_local_folders_or_gcs_prefixes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = load_config(None, {"image_csv": {"roots": ["shared/../images", "/srv/x/", "gs://b", "gs://b/p/"]}})
+    assert config.image_csv.roots == (str(tmp_path / "images"), "/srv/x", "gs://b", "gs://b/p/")
+    for bad in ("s3://b/x", "file:///srv/x", "gs://", "gs:///x"):
+        with pytest.raises(ConfigError, match="neither a local folder nor a gs:// prefix"):
+            load_config(None, {"image_csv": {"roots": [bad]}})
+
+
+def test_a_row_past_the_limits_of_a_row_is_a_dead_letter_and_the_rest_is_read():
+    """The image CSV is read within the bounds a tabular CSV is (transforms.csv_records)."""
+    out = parse(["img/a.jpg,cat\n", "img/b.jpg," + "," * CSV_DELIMITER_LIMIT + "dog\n", "img/c.jpg,dog\n"])
+    assert [(o.uri.rsplit("/", 1)[-1], o.label) for o in out if isinstance(o, Source)] == [
+        ("a.jpg", "cat"),
+        ("c.jpg", "dog"),
+    ]
+    [letter] = [o for o in out if isinstance(o, DeadLetter)]
+    assert letter.source == "/d/labels.csv:2" and f"more than {CSV_DELIMITER_LIMIT:,}" in letter.reason

@@ -121,6 +121,7 @@ def test_records_go_into_their_shards_whether_processes_may_share_parts_or_not(s
         s for s in listed if s.uri in bad
     ]
     layout = ShardLayout(str(tmp_path / "out"), {"train": 2}, GZIP)
+    (tmp_path / "out").mkdir()
     with TestPipeline() as p:
         read = (
             p

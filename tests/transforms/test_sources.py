@@ -1,3 +1,5 @@
+import io
+
 import apache_beam as beam
 import pytest
 
@@ -67,7 +69,8 @@ def test_parse_image_csv_with_header(tmp_path):
         "WEIRD-SPLIT,img/e.jpg,cat\n",
         "TRAIN\n",
     ]
-    out = list(parse_image_csv(lines, str(tmp_path / "labels.csv"), "image_uri", "label", "split", FRACTIONS))
+    text = io.StringIO("".join(lines), newline="")
+    out = list(parse_image_csv(text, str(tmp_path / "labels.csv"), "image_uri", "label", "split", FRACTIONS))
     sources = [o for o in out if isinstance(o, Source)]
     errors = [o for o in out if isinstance(o, DeadLetter)]
     assert [(s.uri, s.label, s.split) for s in sources[:2]] == [
@@ -82,7 +85,12 @@ def test_parse_image_csv_with_header(tmp_path):
 def test_parse_headerless_automl_csv():
     out = list(
         parse_image_csv(
-            ["TEST,gs://b/a.jpg,cat\n", "gs://b/b.jpg,dog\n"], "gs://b/l.csv", "image_uri", "label", "split", FRACTIONS
+            io.StringIO("TEST,gs://b/a.jpg,cat\ngs://b/b.jpg,dog\n", newline=""),
+            "gs://b/l.csv",
+            "image_uri",
+            "label",
+            "split",
+            FRACTIONS,
         )
     )
     assert out[0] == Source("gs://b/a.jpg", "gs://b/a.jpg", "cat", "test")
