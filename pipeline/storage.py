@@ -195,11 +195,6 @@ def children(folder: str) -> list[str]:
         return []
 
 
-def is_link(path: str) -> bool:
-    """Whether a local path is a symbolic link (gs:// has none)."""
-    return not is_remote(path) and os.path.islink(path)
-
-
 def _listed_file(path: str) -> FileMetadata | Unlisted | None:
     """A local file's metadata; Unlisted when it cannot be stat'ed (a dangling link, ...); None
     when it is gone (deleted while listing: no longer input)."""
@@ -322,13 +317,6 @@ def make_folder(folder: str, exist_ok: bool = False) -> None:
             return
         what = "a symbolic link" if os.path.islink(folder) else "there already"
         raise FileExistsError(errno.EEXIST, f"{what}: a run's own folder must be new", folder) from None
-
-
-def make_folders(folder: str) -> None:
-    """Makes a local folder and its missing parents (a DEST or ROOT the user named); a link the
-    user made as DEST is theirs to make."""
-    if not is_remote(folder):
-        os.makedirs(folder, exist_ok=True)
 
 
 def create(path: str, compression: str = _AS_STORED, mime_type: str = "application/octet-stream") -> BinaryIO:
