@@ -77,6 +77,7 @@ CONVERT_FLAGS = (
         "how long a run that stops renewing its lease on the output (a suspended machine) keeps it (default 300)",
         type=int,
     ),
+    Flag("listing_threads", "list requests in flight at once, on the launcher and in the job (default 16)", type=int),
 )
 _REFRESH_HELP = {
     "output": "ROOT: the folder (local or gs://) that holds the versions and LATEST",

@@ -1,6 +1,11 @@
 """Planning a run before it starts: list the sources once on the launcher to learn the label map,
 the bytes per split (hence shard counts) and a fingerprint of the listing.
 
+Planning holds neither the listing nor the rows: counts, bytes per split, labels and the listing's
+fingerprint accumulate as entries stream (pipeline.listing_digest), gs:// sub-folders are listed
+`listing_threads` at a time, and an image CSV's rows are kept as a few bytes each
+(pipeline.image_csv_plan).
+
 The job lists again inside the pipeline (so its graph stays the same size for 10 or 10 million
 files); both sides classify with the same pure functions in `transforms.sources`. A job that runs
 in this process takes the planner's classified listing of class folders instead
@@ -13,31 +18,24 @@ import collections
 import csv
 import dataclasses
 import functools
-import hashlib
 import logging
 import math
 import zlib
-from collections.abc import Sequence
 
-from apache_beam.io.filesystem import FileMetadata
+import numpy as np
 
 from pipeline import storage
 from pipeline.config import Config, CsvConfig
 from pipeline.contract.layout import GZIP, ShardedFileTemplate, record_files
 from pipeline.contract.manifest import Listing
+from pipeline.image_csv_plan import RowTable, found_images, names_of
+from pipeline.listing_digest import ListingDigest
 from pipeline.local_files import NotARegularFile
 from pipeline.sharding import shard_count
 from transforms import listing_handover
 from transforms.csv_dialect import CsvDialect, DialectError
 from transforms.outcomes import DeadLetter, Source
-from transforms.sources import (
-    Roots,
-    check_images_exist,
-    classify_listed,
-    list_image_folder,
-    parse_image_csv,
-    printable_path,
-)
+from transforms.sources import CsvRow, Roots, classify_listed, image_csv_rows, printable_path
 from transforms.tabular import MAX_COLUMNS, hidden_match, read_header, shown
 
 _LOG = logging.getLogger(__name__)
@@ -84,51 +82,34 @@ class Plan:
         return record_files(self.compression)
 
 
-def fingerprint(entries) -> str:
-    """SHA-256 of the sorted (path, size, mtime) listing: equal fingerprints mean unchanged input."""
-    digest = hashlib.sha256()
-    for path, size, mtime in sorted(entries):
-        digest.update(f"{path}\t{size}\t{mtime}\n".encode())
-    return digest.hexdigest()
-
-
-def _listing(metadata, sources: int | None, unlisted: Sequence[str] = ()) -> Listing:
-    """The listing of the files in `metadata`; `unlisted`: what the listing found but could not
-    list (a dangling link, an unreadable folder), by path. Those count in the fingerprint as files
-    of size -1: a run reports each, so input that gained or lost one has changed (a refresh must
-    not skip it)."""
-    entries = [(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in metadata]
-    marked = [(path, -1, 0) for path in unlisted]
-    return Listing(
-        files=len(entries),
-        bytes=sum(e[1] for e in entries),
-        fingerprint=fingerprint(entries + marked),
-        sources=sources,
-    )
+HAND_OVER_LIMIT = 200_000  # classified entries kept for a job in this process; beyond, it lists again
 
 
 def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedInput:
     extensions = frozenset(config.image.extensions)
     split_bytes = {name: 0 for name in config.splits}
-    labels, sources, metadata, unlisted, outcomes = set(), 0, [], [], []
-    for entry in storage.list_below(root):
+    labels, sources, digest = set(), 0, ListingDigest()
+    kept: list | None = [] if hand_over else None
+    for entry in storage.list_below(root, config.listing_threads):
         outcome = classify_listed(root, entry, extensions, config.split_fractions)
-        if hand_over:
-            outcomes.append(outcome)
+        if kept is not None:
+            kept.append(outcome)
+            if len(kept) > HAND_OVER_LIMIT:  # memory stays bounded: the job lists again
+                kept = None
         if isinstance(entry, storage.Unlisted):
-            unlisted.append(outcome.source)
+            digest.add_unlisted(outcome.source)
             if isinstance(outcome, DeadLetter):  # not a hidden one, which is skipped
                 _LOG.warning("cannot list %s: %s", outcome.source, entry.reason)
             continue
-        metadata.append(FileMetadata(printable_path(entry.path), entry.size_in_bytes, entry.last_updated_in_seconds))
+        digest.add(printable_path(entry.path), entry.size_in_bytes, entry.last_updated_in_seconds)
         if isinstance(outcome, Source):
             sources += 1
             labels.add(outcome.label)
             split_bytes[outcome.split] += entry.size_in_bytes
     if not sources:
         raise PlanError(
-            f"no images in class folders below {root} ({len(metadata)} file(s) listed"
-            + (f", {len(unlisted)} folder(s) or link(s) that cannot be listed" if unlisted else "")
+            f"no images in class folders below {root} ({digest.files} file(s) listed"
+            + (f", {digest.unlisted} folder(s) or link(s) that cannot be listed" if digest.unlisted else "")
             + f"; image extensions: {' '.join(config.image.extensions)})"
         )
     # Every listed file, and everything that could not be listed, is a source the job must
@@ -137,73 +118,83 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedIn
         tuple(sorted(labels)),
         (),
         split_bytes,
-        _listing(metadata, len(metadata) + len(unlisted), unlisted),
+        _listing(digest, digest.files + digest.unlisted),
         math.ceil(sources / SOURCES_PER_PERMUTE_BUCKET),
-        listing_handover.keep(outcomes) if hand_over else None,
+        listing_handover.keep(kept) if kept is not None else None,
     )
 
 
+def _listing(digest: ListingDigest, sources: int | None) -> Listing:
+    return Listing(files=digest.files, bytes=digest.bytes, fingerprint=digest.fingerprint, sources=sources)
+
+
 def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedInput:
-    csv_metadata = [m for m in [storage.stat(csv_uri)] if m is not None]
-    if not csv_metadata:
+    csv_metadata = storage.stat(csv_uri)
+    if csv_metadata is None:
         raise PlanError(f"image CSV {csv_uri} not found")
     c = config.image_csv
     roots = Roots(c.roots, local_files)  # rows are confined as the job confines them
+    table, rows, dead, first_dead = RowTable(), 0, 0, None
     with storage.open_text(csv_uri, errors="surrogateescape") as text:
-        outcomes = list(
-            parse_image_csv(text, csv_uri, c.uri_column, c.label_column, c.split_column, config.split_fractions, roots)
-        )
-    sources = [o for o in outcomes if isinstance(o, Source)]
-    if not sources:
-        dead = [o for o in outcomes if isinstance(o, DeadLetter)]
-        such = f": its {len(dead)} row(s) are dead letters, such as {dead[0].source}: {dead[0].reason}" if dead else ""
-        raise PlanError(f"no image rows in {csv_uri}{such}")
+        for row in image_csv_rows(
+            text, csv_uri, c.uri_column, c.label_column, c.split_column, config.split_fractions, roots
+        ):
+            rows += 1
+            if isinstance(row, CsvRow):
+                table.add(row.source)
+            else:
+                dead, first_dead = dead + 1, first_dead or row
     # Sizes come from listing each folder the CSV points into (one list call per folder, not one
     # request per image), as the job's check does (`check_images_exist`): an image that does not
     # exist (or whose bucket does not exist) counts for neither bytes nor labels, and is a dead
     # letter in the job.
-    by_folder: dict[str, list[Source]] = {}
-    for s in sources:
-        by_folder.setdefault(storage.parent(s.uri), []).append(s)
+    digest = ListingDigest()
+    digest.add(csv_metadata.path, csv_metadata.size_in_bytes, csv_metadata.last_updated_in_seconds)
+    images = found_images(table, config.listing_threads, digest)
+    if not len(images):
+        such = f", such as {first_dead.source}: {first_dead.reason}" if first_dead else ""
+        raise PlanError(
+            f"no image rows in {csv_uri}: its {rows} row(s) are dead letters{such}"
+            if rows
+            else f"no image rows in {csv_uri}"
+        )
+    found = images.found
     split_bytes = {name: 0 for name in config.splits}
-    labels, referenced = set(), []
-    for folder, group in sorted(by_folder.items()):
-        listing = list_image_folder(folder)
-        listed = listing[0] or {}
-        for s in check_images_exist(folder, group, listing):
-            if isinstance(s, Source):
-                metadata = listed.get(s.uri)
-                labels.add(s.label)
-                split_bytes[s.split] = split_bytes.get(s.split, 0) + (metadata.size_in_bytes if metadata else 0)
-                if metadata:
-                    referenced.append(metadata)
+    for split, size in zip(
+        names_of(range(len(table.splits)), table.splits),
+        np.bincount(images.splits[found], weights=images.sizes[found], minlength=len(table.splits)),
+        strict=True,
+    ):
+        split_bytes[split] = split_bytes.get(split, 0) + int(size)
     return PlannedInput(
-        tuple(sorted(labels)),
+        tuple(sorted(names_of(np.unique(images.labels[found]), table.labels))),
         (),
         split_bytes,
-        _listing(csv_metadata + referenced, len(outcomes)),
-        math.ceil(len(sources) / SOURCES_PER_PERMUTE_BUCKET),
+        _listing(digest, rows),
+        math.ceil(len(images) / SOURCES_PER_PERMUTE_BUCKET),
     )
 
 
 def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
-    metadata, unlisted, hidden = [], {}, []
+    digest, paths, unlisted, hidden = ListingDigest(), [], {}, []
     for entry in storage.list_matching(pattern):
         if hidden_match(pattern, entry.path):  # the job skips it: no header, no bytes
             hidden.append(printable_path(entry.path))
         elif isinstance(entry, storage.Unlisted):  # a dangling link, a folder: the job's `list` dead letter
             path = printable_path(entry.path)
             unlisted[path] = entry.reason
+            digest.add_unlisted(path)
             _LOG.warning("cannot list %s: %s", path, entry.reason)
         else:
-            metadata.append(entry)
+            paths.append(entry.path)
+            digest.add(entry.path, entry.size_in_bytes, entry.last_updated_in_seconds)
     if hidden:
         _LOG.info("%s matches %d hidden file(s), which are skipped, such as %s", pattern, len(hidden), min(hidden))
-    if not metadata and not unlisted:
+    if not paths and not unlisted:
         left_out = f"; hidden files are left out: {len(hidden)}, such as {min(hidden)}" if hidden else ""
         raise PlanError(f"no CSV files match {pattern}{left_out}")
     named = [f"{path}: {reason}" for path, reason in sorted(unlisted.items())]
-    first, (columns, dialect) = _first_header(sorted(metadata, key=lambda m: m.path), pattern, named, config.csv)
+    first, (columns, dialect) = _first_header(sorted(paths), pattern, named, config.csv)
     if not columns:
         raise PlanError(f"{first} has no header line")
     if len(columns) > MAX_COLUMNS:
@@ -230,20 +221,20 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
         )
     if config.csv.delimiter != dialect.delimiter:
         _LOG.info("%s: its fields are separated by %r (csv.delimiter: auto)", first, dialect.delimiter)
-    total = sum(m.size_in_bytes for m in metadata)
+    total = digest.bytes
     split_bytes = {name: int(total * fraction) for name, fraction in config.splits.items()}
     return PlannedInput(
         (),
         columns,
         split_bytes,
-        _listing(metadata, None, list(unlisted)),
+        _listing(digest, None),
         math.ceil(total / CSV_BYTES_PER_PERMUTE_BUCKET),
         dialect=dialect,
     )
 
 
 def _first_header(
-    metadata, pattern: str, unlisted: list[str], settings: CsvConfig
+    paths: list[str], pattern: str, unlisted: list[str], settings: CsvConfig
 ) -> tuple[str, tuple[tuple[str, ...], CsvDialect]]:
     """The first regular file and its header, which names the dataset's columns, with the dialect
     every file is read with (csv.delimiter, or the one its header and first rows show; csv.decimal).
@@ -252,15 +243,15 @@ def _first_header(
     refused, naming what matched instead (`unlisted`: 'path: reason' of each match that cannot be
     listed)."""
     passed_over = list(unlisted)
-    for m in metadata:
+    for path in paths:
         try:
-            return m.path, read_header(m.path, settings.delimiter, settings.decimal)
+            return path, read_header(path, settings.delimiter, settings.decimal)
         except NotARegularFile as e:
-            passed_over.append(f"{m.path}: {e}")
+            passed_over.append(f"{path}: {e}")
         except DialectError as e:
-            raise PlanError(f"{m.path}: {e}") from e
+            raise PlanError(f"{path}: {e}") from e
         except (OSError, EOFError, zlib.error, csv.Error, ValueError) as e:
-            raise PlanError(f"{m.path}: cannot read its header, which names the dataset's columns: {e}") from e
+            raise PlanError(f"{path}: cannot read its header, which names the dataset's columns: {e}") from e
     more = f" and {len(passed_over) - 3} more" if len(passed_over) > 3 else ""
     raise PlanError(f"no regular file matches {pattern} ({'; '.join(passed_over[:3])}{more})")
 

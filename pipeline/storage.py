@@ -24,15 +24,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import functools
 import gzip
 import hashlib
 import io
 import logging
 import os
+import queue
 import re
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
@@ -142,14 +143,55 @@ class Unlisted(NamedTuple):
     reason: str
 
 
-def list_below(folder: str) -> Iterator[FileMetadata | Unlisted]:
+def list_below(folder: str, threads: int = 1) -> Iterator[FileMetadata | Unlisted]:
     """Every file below `folder`, at any depth, with what could not be listed reported as
     `Unlisted` instead of silently left out (an unreadable sub-folder, a link to a folder, a
-    dangling link); gs:// has no such cases, and a failed list call raises."""
+    dangling link); gs:// has no such cases, and a failed list call raises. The sub-folders
+    directly below `folder` are listed `threads` at a time (on gs://, one list request in flight
+    per thread, since GCS pages a prefix's listing one request after another); entries stream
+    as they are listed, in no set order, and are never all held."""
+    direct, folders = split_listing(folder)
+    yield from direct
+    yield from side_by_side(folders, list_tree, threads)
+
+
+def split_listing(folder: str) -> tuple[list[FileMetadata | Unlisted], list[str]]:
+    """What is directly in `folder` (files, and what cannot be listed), and its sub-folders, each
+    to be listed by `list_tree`: where a listing fans out. A gs:// sub-folder is the prefix of the
+    objects below it, ending in `/`."""
     if is_remote(folder):
-        yield from (_metadata(blob) for blob in _list_blobs(folder.rstrip("/") + "/")[0])
-        return
+        prefix = folder.rstrip("/") + "/"
+        bucket, name = _split(prefix)
+        pages = _client().list_blobs(bucket, prefix=name, delimiter="/")
+        direct = [_metadata(blob) for blob in pages]
+        return direct, [f"gs://{bucket}/{sub}" for sub in sorted(pages.prefixes)]
     if not os.path.isdir(folder):
+        return [], []
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError as e:
+        return [Unlisted(folder, f"cannot list this folder: {type(e).__name__}: {e.strerror or e}")], []
+    direct, folders = [], []
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            folders.append(entry.path)
+        elif entry.is_symlink() and os.path.isdir(entry.path):
+            direct.append(Unlisted(entry.path, _LINKED_FOLDER))
+        else:
+            listed = _listed_file(entry.path)
+            if listed is not None:
+                direct.append(listed)
+    return direct, folders
+
+
+_LINKED_FOLDER = "a symbolic link to a folder: not followed (link or copy the files instead)"
+
+
+def list_tree(folder: str) -> Iterator[FileMetadata | Unlisted]:
+    """Every file below one folder of `split_listing`, streamed (gs://: page by page)."""
+    if is_remote(folder):
+        bucket, name = _split(folder)
+        yield from (_metadata(blob) for blob in _client().list_blobs(bucket, prefix=name))
         return
     failed: list[OSError] = []
     for dirpath, dirnames, filenames in os.walk(folder, onerror=failed.append):
@@ -157,7 +199,7 @@ def list_below(folder: str) -> Iterator[FileMetadata | Unlisted]:
         for name in dirnames:
             path = os.path.join(dirpath, name)
             if os.path.islink(path):
-                yield Unlisted(path, "a symbolic link to a folder: not followed (link or copy the files instead)")
+                yield Unlisted(path, _LINKED_FOLDER)
         for name in filenames:
             entry = _listed_file(os.path.join(dirpath, name))
             if entry is not None:
@@ -165,22 +207,91 @@ def list_below(folder: str) -> Iterator[FileMetadata | Unlisted]:
     yield from _unlisted_folders(failed)
 
 
+_BATCH = 1000  # entries a listing thread hands over at a time (a GCS page)
+
+
+def side_by_side(folders: list[str], list_one, threads: int) -> Iterator:
+    """Everything `list_one` lists in each folder, `threads` folders at a time. Threads hand over
+    batches through a bounded queue, so a slow consumer holds back the listing instead of the
+    listing filling memory; an error in any thread is raised here, and a consumer that stops
+    early stops the threads."""
+    if threads <= 1 or len(folders) <= 1:
+        for folder in folders:
+            yield from list_one(folder)
+        return
+    handed: queue.Queue = queue.Queue(maxsize=2 * threads)
+    todo, taking, stop = iter(folders), threading.Lock(), threading.Event()
+    done = object()
+
+    def hand(item) -> None:
+        while not stop.is_set():
+            try:
+                handed.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def work() -> None:
+        try:
+            while not stop.is_set():
+                with taking:
+                    folder = next(todo, None)
+                if folder is None:
+                    break
+                batch = []
+                for entry in list_one(folder):
+                    batch.append(entry)
+                    if len(batch) == _BATCH:
+                        hand(batch)
+                        batch = []
+                if batch:
+                    hand(batch)
+        except BaseException as e:  # raised in the consumer's thread
+            hand(e)
+        finally:
+            hand(done)
+
+    workers = [threading.Thread(target=work, daemon=True, name="list") for _ in range(min(threads, len(folders)))]
+    for worker in workers:
+        worker.start()
+    try:
+        finished = 0
+        while finished < len(workers):
+            item = handed.get()
+            if item is done:
+                finished += 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield from item
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
+
+
 def files_below(folder: str) -> list[str]:
     """The paths of every file below `folder` (what cannot be listed left out)."""
     return [entry.path for entry in list_below(folder) if isinstance(entry, FileMetadata)]
 
 
-def list_folder(folder: str) -> list[FileMetadata]:
-    """The files directly in `folder` (not below its sub-folders), by literal name; none when
-    it does not exist."""
+def list_folder(folder: str) -> Iterator[FileMetadata]:
+    """The files directly in `folder` (not below its sub-folders), by literal name, streamed (a
+    failed list call raises as it comes); none when it does not exist."""
     if is_remote(folder):
-        return [_metadata(blob) for blob in _list_blobs(folder.rstrip("/") + "/", delimiter="/")[0]]
+        bucket, name = _split(folder.rstrip("/") + "/")
+        yield from (_metadata(blob) for blob in _client().list_blobs(bucket, prefix=name, delimiter="/"))
+        return
     try:
-        entries = list(os.scandir(folder))
+        entries = os.scandir(folder)
     except (FileNotFoundError, NotADirectoryError):
-        return []
-    listed = (_listed_file(entry.path) for entry in entries if not entry.is_dir(follow_symlinks=False))
-    return [m for m in listed if isinstance(m, FileMetadata)]
+        return
+    with entries:
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                listed = _listed_file(entry.path)
+                if isinstance(listed, FileMetadata):
+                    yield listed
 
 
 def children(folder: str) -> list[str]:
@@ -594,16 +705,20 @@ def _digest(data: bytes) -> str:
 # --- gs:// through google-cloud-storage
 
 
-@functools.cache
-def _client_for(endpoint: str | None):
-    """One client per endpoint (STORAGE_EMULATOR_HOST, when set, as Beam's own client honours it)."""
-    from google.cloud import storage as gcs
-
-    return gcs.Client()
+_THIS_THREAD = threading.local()
 
 
 def _client():
-    return _client_for(os.environ.get("STORAGE_EMULATOR_HOST"))
+    """This thread's client for the endpoint in use (STORAGE_EMULATOR_HOST, when set, as Beam's
+    own client honours it): one per thread, kept, as the client's HTTP session is not meant to be
+    shared between threads."""
+    from google.cloud import storage as gcs
+
+    endpoint = os.environ.get("STORAGE_EMULATOR_HOST")
+    kept = getattr(_THIS_THREAD, "client", None)
+    if kept is None or kept[0] != endpoint:
+        kept = _THIS_THREAD.client = (endpoint, gcs.Client())
+    return kept[1]
 
 
 def _split(path: str) -> tuple[str, str]:

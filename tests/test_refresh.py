@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import os
 import pathlib
 import shutil
@@ -411,3 +412,24 @@ def test_a_version_holds_its_copies_report(store, tmp_path):
     [group] = [json.loads(line) for line in (folder / manifest.copies_files[0]).read_text().splitlines()]
     assert [c["label"] for c in group["copies"]] == [keys[0].split("/")[0], "triangle"]
     assert any(w.startswith("1 image(s) are stored under more than one label") for w in manifest.warnings)
+
+
+def test_a_version_fingerprinted_the_old_way_is_refreshed_once_saying_why(tmp_path, capsys, caplog):
+    """Versions published before the order-independent fingerprint hold the SHA-256 of the sorted
+    listing, which no listing matches now: the next refresh says so and converts again, once."""
+    store = LocalStore(tmp_path / "bucket")
+    seed_input(store)
+    assert refresh(store) == 0
+    manifest_path = pathlib.Path(store.uri(f"root/{latest(store)}")) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["listing"]["fingerprint"] = "0" * 64
+    manifest_path.write_text(json.dumps(manifest))
+    first = latest(store)
+    caplog.set_level(logging.INFO)
+    assert refresh(store) == 0
+    assert "fingerprinted by an older method" in caplog.text
+    second = latest(store)
+    assert second != first
+    assert refresh(store) == 0
+    assert "nothing changed" in capsys.readouterr().out and latest(store) == second
+    assert caplog.text.count("older method") == 1

@@ -337,31 +337,6 @@ def resolve_duplicates(rows: Iterable[CsvRow]) -> list[tuple[int, Outcome]]:
     return outcomes
 
 
-def parse_image_csv(
-    text: TextIO,
-    csv_uri: str,
-    uri_column: str,
-    label_column: str,
-    split_column: str,
-    fractions: Sequence[tuple[str, float]],
-    roots: Roots = Roots(),
-) -> Iterator[Outcome]:
-    """Every non-blank row of a CSV of image URIs as a Source or a DeadLetter, in line order (in
-    memory, for the planner; the job groups rows by URI instead): `image_csv_rows`, then
-    `resolve_duplicates` per image URI."""
-    by_uri: dict[str, list[CsvRow]] = {}
-    outcomes: list[tuple[int, Outcome]] = []
-    for row in image_csv_rows(text, csv_uri, uri_column, label_column, split_column, fractions, roots):
-        if isinstance(row, CsvRow):
-            by_uri.setdefault(row.source.uri, []).append(row)
-        else:
-            outcomes.append((int(row.source.rsplit(":", 1)[1]), row))
-    for rows in by_uri.values():
-        outcomes.extend(resolve_duplicates(rows))
-    for _, outcome in sorted(outcomes, key=lambda o: o[0]):
-        yield outcome
-
-
 def bucket_missing(uri: str) -> str | None:
     """'bucket gs://x does not exist' when GCS says so for `uri`'s bucket, else None (other
     schemes, or a bucket the account may not look up)."""

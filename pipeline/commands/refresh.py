@@ -44,6 +44,7 @@ from pipeline.flags import REFRESH_FLAGS, command_name, config_overrides, make_p
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.label_map import kept_ids
 from pipeline.lease import Fence, Lease, LeaseHeldError
+from pipeline.listing_digest import same_method
 from pipeline.planning import Plan, PlanError, make_plan
 from pipeline.preflight import PreflightError, check_input, check_output, take_lease
 from pipeline.report import run_summary
@@ -62,7 +63,15 @@ from transforms.counting import counter
 
 _LOG = logging.getLogger("pipeline.refresh")
 # Settings that differ between versions by construction, or are derived from the listing.
-_NOT_SETTINGS = ("output", "overwrite", "planned_shards", "planned_split_bytes", "planned_delimiter", "lease_seconds")
+_NOT_SETTINGS = (
+    "output",
+    "overwrite",
+    "planned_shards",
+    "planned_split_bytes",
+    "planned_delimiter",
+    "lease_seconds",
+    "listing_threads",
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -91,6 +100,13 @@ def previous_manifest(root: str, version: str | None) -> Manifest | None:
 
 def unchanged_since(root: str, version: str, previous: Manifest, plan: Plan, config: Config) -> str | None:
     """Why no new version is needed (a message), or None when one is."""
+    if previous.listing is not None and not same_method(previous.listing.fingerprint):
+        _LOG.info(
+            "version %s was fingerprinted by an older method (its sorted listing), which no listing now matches: "
+            "refreshing once; later refreshes of unchanged input are skipped again",
+            version,
+        )
+        return None
     if previous.listing is None or previous.listing.fingerprint != plan.listing.fingerprint:
         return None
     if _settings(previous.options) != _settings(json.loads(json.dumps(to_dict(config), default=str))):

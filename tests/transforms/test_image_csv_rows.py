@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.config import ConfigError, load_config
+from tests.image_csv_outcomes import parse_image_csv
 from transforms.csv_records import CSV_DELIMITER_LIMIT
 from transforms.outcomes import DeadLetter, Source
-from transforms.sources import Roots, check_images_exist, not_utf8, parse_image_csv
+from transforms.sources import Roots, check_images_exist, not_utf8
 from transforms.splits import assign_split
 
 FRACTIONS = (("train", 0.8), ("validation", 0.2))

@@ -3,8 +3,9 @@ import io
 import apache_beam as beam
 import pytest
 
+from tests.image_csv_outcomes import parse_image_csv
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Skipped, Source
-from transforms.sources import SOURCES_PER_LIST, classify_folder_entry, extension_of, in_lists, parse_image_csv
+from transforms.sources import SOURCES_PER_LIST, classify_folder_entry, extension_of, in_lists
 
 EXTENSIONS = frozenset({".jpg", ".jpeg", ".png"})
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
