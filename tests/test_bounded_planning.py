@@ -9,7 +9,10 @@ import pathlib
 import tempfile
 import threading
 
+import apache_beam as beam
 import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +22,7 @@ from pipeline.listing_digest import ListingDigest
 from pipeline.planning import make_plan
 from tests.image_csv_outcomes import parse_image_csv
 from transforms.outcomes import Source
-from transforms.sources import Roots
+from transforms.sources import ListClassFolders, Roots, classify_listed
 
 names = st.text(st.characters(codec="utf-8", exclude_characters="\t\n\0"), min_size=1, max_size=12)
 entries = st.lists(
@@ -211,3 +214,20 @@ def test_an_image_csv_plan_agrees_with_resolving_its_rows_in_memory(csv_rows):
         assert plan.listing.files == 1 + len(existing)
         assert plan.listing.bytes == len(text) + sum(os.path.getsize(o.uri) for o in existing)
         assert plan.listing.sources == len(outcomes)
+
+
+def test_the_job_lists_gs_class_folders_folder_by_folder_as_the_planner_does(gcs_emulator, gcs_bucket):
+    names = [f"in/c{c}/{i}.jpg" for c in range(5) for i in range(3)] + [
+        "in/top.jpg",
+        "in/c1/.hidden/x.jpg",
+        "in/c2/a/b.png",
+    ]
+    for name in names:
+        gcs_emulator.upload_bytes(f"gs://{gcs_bucket}/{name}", name.encode())
+    root, extensions = f"gs://{gcs_bucket}/in", frozenset({".jpg", ".png"})
+    expected = [classify_listed(root, e, extensions, FRACTIONS) for e in storage.list_below(root, threads=4)]
+    assert len(expected) == len(names)
+    with TestPipeline() as p:
+        listed = p | ListClassFolders(root, extensions, FRACTIONS)
+        sources = listed.sources | beam.FlatMap(lambda sources: sources)
+        assert_that((sources, listed.skipped, listed.dead_letters) | beam.Flatten(), equal_to(expected))

@@ -421,21 +421,49 @@ class _Route(beam.DoFn):
             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, outcome)
 
 
-class _ListClassFolders(_Route):
-    """The impulse -> every entry below the folder, classified (one element: the listing streams),
-    or the planner's classified listing where it was kept for this step (listing_handover)."""
+FOLDERS = "folders"  # the folders directly below a class-folder input, each listed on its own
 
-    def __init__(self, root, extensions, fractions, listed_here):
+
+class _ClassifyListed(_Route):
+    """Routes what a listing of class folders below `root` finds, classified (classify_listed),
+    with its Sources in lists."""
+
+    def __init__(self, root, extensions, fractions):
         super().__init__()
         self._args = (root, frozenset(extensions), tuple(fractions))
+
+    def routed(self, entries):
+        root, extensions, fractions = self._args
+        yield from in_lists(
+            o for entry in entries for o in self.route(classify_listed(root, entry, extensions, fractions))
+        )
+
+
+class _ListInputFolder(_ClassifyListed):
+    """The impulse -> the entries directly in the input folder, routed, and each folder below it
+    (tagged FOLDERS, to be listed by `_ListSubFolder` wherever the runner sends it); or the
+    planner's classified listing, where it was kept for this step (listing_handover)."""
+
+    def __init__(self, root, extensions, fractions, listed_here):
+        super().__init__(root, extensions, fractions)
         self._listed_here = listed_here
 
     def process(self, _):
         outcomes = listing_handover.take(self._listed_here)
-        if outcomes is None:
-            root, extensions, fractions = self._args
-            outcomes = (classify_listed(root, entry, extensions, fractions) for entry in storage.list_below(root))
-        yield from in_lists(o for outcome in outcomes for o in self.route(outcome))
+        if outcomes is not None:
+            yield from in_lists(o for outcome in outcomes for o in self.route(outcome))
+            return
+        direct, folders = storage.split_listing(self._args[0])
+        yield from self.routed(direct)
+        for folder in folders:
+            yield beam.pvalue.TaggedOutput(FOLDERS, folder)
+
+
+class _ListSubFolder(_ClassifyListed):
+    """A folder below the input -> every entry below it, routed as the listing streams."""
+
+    def process(self, folder):
+        yield from self.routed(storage.list_tree(folder))
 
 
 class _ParseImageCsvRows(_Route):
@@ -494,8 +522,8 @@ class _CheckImagesExist(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, outcome)
 
 
-class ImageCsvOutputs(NamedTuple):
-    """What ReadImageCsv gives, named as `_outputs` names a listing's outputs."""
+class ListingOutputs(NamedTuple):
+    """What a listing step gives."""
 
     sources: beam.PCollection  # lists of Sources (in_lists)
     skipped: beam.PCollection
@@ -510,17 +538,34 @@ def _folder_of(source: Source):
     return storage.parent(source.uri), source
 
 
-def _outputs(pcoll, dofn):
-    return pcoll | beam.ParDo(dofn).with_outputs(SKIPPED, DEAD_LETTERS, main="sources")
-
-
 @beam.ptransform_fn
 def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions, listed_here: str | None = None):
-    """Every file below `root` (listed inside the job, so the graph does not grow with it): the
+    """Every file below `root`, listed inside the job (so the graph does not grow with it): the
     Sources in lists (in_lists), and a dead letter for each thing below it that cannot be listed
-    (storage.list_below). `listed_here`: the key of the planner's classified listing, taken
-    instead where the step runs in the planner's process (listing_handover)."""
-    return _outputs(pbegin | "Start" >> beam.Impulse(), _ListClassFolders(root, extensions, fractions, listed_here))
+    (storage.list_below). The listing fans out: each folder directly below `root` is an element,
+    spread over the workers and listed page by page, so no worker holds the whole listing.
+    `listed_here`: the key of the planner's classified listing, taken instead where the step runs
+    in the planner's process (listing_handover)."""
+    outputs = (SKIPPED, DEAD_LETTERS)
+    top = (
+        pbegin
+        | "Start" >> beam.Impulse()
+        | "ListInput"
+        >> beam.ParDo(_ListInputFolder(root, extensions, fractions, listed_here)).with_outputs(
+            *outputs, FOLDERS, main="sources"
+        )
+    )
+    below = (
+        top[FOLDERS]
+        | "SpreadFolders" >> beam.Reshuffle()
+        | "ListFolders"
+        >> beam.ParDo(_ListSubFolder(root, extensions, fractions)).with_outputs(*outputs, main="sources")
+    )
+    return ListingOutputs(
+        (top.sources, below.sources) | "AllSources" >> beam.Flatten(),
+        (top.skipped, below.skipped) | "AllSkipped" >> beam.Flatten(),
+        (top.dead_letters, below.dead_letters) | "AllDeadLetters" >> beam.Flatten(),
+    )
 
 
 @beam.ptransform_fn
@@ -557,4 +602,4 @@ def ReadImageCsv(
         resolved.dead_letters,
         checked.dead_letters,
     ) | "AllRowDeadLetters" >> beam.Flatten()
-    return ImageCsvOutputs(checked.sources, skipped, dead_letters)
+    return ListingOutputs(checked.sources, skipped, dead_letters)
