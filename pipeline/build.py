@@ -69,7 +69,15 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         c = config.image_csv
         roots = Roots(c.roots, local_files=reads_local_files(p.options.view_as(StandardOptions).runner))
         listed = p | "ReadImageCsv" >> ReadImageCsv(
-            plan.input, c.uri_column, c.label_column, c.split_column, fractions, tuple(plan.shards), roots
+            plan.input,
+            c.uri_column,
+            c.label_column,
+            c.split_column,
+            fractions,
+            tuple(plan.shards),
+            roots,
+            plan.csv_parts,
+            plan.csv_size,
         )
     settings = ImageSettings(
         plan.label_map,

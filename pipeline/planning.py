@@ -34,6 +34,7 @@ from pipeline.local_files import NotARegularFile
 from pipeline.sharding import shard_count
 from transforms import listing_handover
 from transforms.csv_dialect import CsvDialect, DialectError
+from transforms.csv_records import WHOLE_CSV, CsvPart, CsvRecords
 from transforms.outcomes import DeadLetter, Source
 from transforms.sources import CsvRow, Roots, classify_listed, image_csv_rows, printable_path
 from transforms.tabular import MAX_COLUMNS, hidden_match, read_header, shown
@@ -41,6 +42,7 @@ from transforms.tabular import MAX_COLUMNS, hidden_match, read_header, shown
 _LOG = logging.getLogger(__name__)
 SOURCES_PER_PERMUTE_BUCKET = 100_000
 CSV_BYTES_PER_PERMUTE_BUCKET = 64 << 20
+CSV_PART_BYTES = 32 << 20  # an image CSV's rows are read in parts of about this size, side by side
 
 
 class PlanError(ValueError):
@@ -58,6 +60,8 @@ class PlannedInput:
     permute_buckets: int
     listed_here: str | None = None  # the key of the classified listing kept for the job
     dialect: CsvDialect = CsvDialect()  # tabular: how every file is read (transforms.csv_dialect)
+    csv_parts: tuple[CsvPart, ...] = WHOLE_CSV  # image CSV: read part by part, side by side
+    csv_size: int = 0  # image CSV: its size, which its parts were cut in
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +80,8 @@ class Plan:
     listed_here: str | None = None  # the key of the classified listing kept for the job (listing_handover)
     kept_labels: int = 0  # a refresh: the label map's first ids, kept from the previous version (label_map.kept_ids)
     dialect: CsvDialect = CsvDialect()  # tabular: how every file is read (transforms.csv_dialect)
+    csv_parts: tuple[CsvPart, ...] = WHOLE_CSV  # image CSV: read part by part, side by side
+    csv_size: int = 0  # image CSV: its size, which its parts were cut in
 
     @property
     def record_files(self) -> ShardedFileTemplate:
@@ -134,16 +140,23 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
         raise PlanError(f"image CSV {csv_uri} not found")
     c = config.image_csv
     roots = Roots(c.roots, local_files)  # rows are confined as the job confines them
-    table, rows, dead, first_dead = RowTable(), 0, 0, None
+    table, rows, first_dead = RowTable(), 0, None
+    parts, part = [], CsvPart(0, 0, None)
+    cut = CSV_PART_BYTES if not storage.is_gzip(csv_uri) else None  # a GZIP stream is read from its start
     with storage.open_text(csv_uri, errors="surrogateescape") as text:
+        records = CsvRecords(text)
         for row in image_csv_rows(
-            text, csv_uri, c.uri_column, c.label_column, c.split_column, config.split_fractions, roots
+            records, csv_uri, c.uri_column, c.label_column, c.split_column, config.split_fractions, roots
         ):
             rows += 1
             if isinstance(row, CsvRow):
                 table.add(row.source)
             else:
-                dead, first_dead = dead + 1, first_dead or row
+                first_dead = first_dead or row
+            if cut and records.offset - part.start >= cut:  # the next row starts a part
+                parts.append(part._replace(end=records.offset))
+                part = CsvPart(records.offset, records.line, None)
+    parts.append(part)
     # Sizes come from listing each folder the CSV points into (one list call per folder, not one
     # request per image), as the job's check does (`check_images_exist`): an image that does not
     # exist (or whose bucket does not exist) counts for neither bytes nor labels, and is a dead
@@ -172,6 +185,8 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
         split_bytes,
         _listing(digest, rows),
         math.ceil(len(images) / SOURCES_PER_PERMUTE_BUCKET),
+        csv_parts=tuple(parts),
+        csv_size=csv_metadata.size_in_bytes,
     )
 
 
@@ -284,4 +299,6 @@ def make_plan(config: Config, hand_over: bool = False, local_files: bool = True)
         config.index,
         planned.listed_here,
         dialect=planned.dialect,
+        csv_parts=planned.csv_parts,
+        csv_size=planned.csv_size,
     )

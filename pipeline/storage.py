@@ -395,13 +395,20 @@ def open_binary(path: str) -> BinaryIO:
     return FileSystems.open(path, compression_type=_AS_STORED)
 
 
-def open_text(uri: str, errors: str = "strict") -> io.TextIOWrapper:
+def open_text(uri: str, errors: str = "strict", start: int = 0) -> io.TextIOWrapper:
     """A UTF-8 text stream of a plain or .gz file, ready for `csv` (Beam's own decompressing
-    reader is not an `io` stream, so gzip is unwrapped here)."""
+    reader is not an `io` stream, so gzip is unwrapped here), from byte `start` of a plain one."""
     raw = open_binary(uri)
-    if CompressionTypes.detect_compression_type(uri) == CompressionTypes.GZIP:
+    if is_gzip(uri):
         raw = gzip.GzipFile(fileobj=raw)
+    if start:
+        raw.seek(start)
     return io.TextIOWrapper(raw, encoding="utf-8", errors=errors, newline="")
+
+
+def is_gzip(uri: str) -> bool:
+    """Whether `open_text` unwraps GZIP from the file (by its name, as Beam tells)."""
+    return CompressionTypes.detect_compression_type(uri) == CompressionTypes.GZIP
 
 
 def fetch_to_temp(uri: str, suffix: str = "") -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
+from transforms.csv_records import CsvRecords
 from transforms.sources import CsvRow, Outcome, Roots, image_csv_rows, resolve_duplicates
 
 _NO_ROOTS = Roots()
@@ -25,7 +26,7 @@ def parse_image_csv(
     `resolve_duplicates` per image URI."""
     by_uri: dict[str, list[CsvRow]] = {}
     outcomes: list[tuple[int, Outcome]] = []
-    for row in image_csv_rows(text, csv_uri, uri_column, label_column, split_column, fractions, roots):
+    for row in image_csv_rows(CsvRecords(text), csv_uri, uri_column, label_column, split_column, fractions, roots):
         if isinstance(row, CsvRow):
             by_uri.setdefault(row.source.uri, []).append(row)
         else:

@@ -35,6 +35,7 @@ from pipeline.runners import pipeline_options
 from tests import broken_images as bi
 from tests.dataset_reader import load_manifest, read_dead_letters
 from transforms import image_check
+from transforms.csv_records import WHOLE_CSV
 from transforms.image_check import BadImage, check_image
 from transforms.outcomes import DeadLetter
 from transforms.sources import CsvRow, _ParseImageCsvRows
@@ -302,10 +303,10 @@ def test_a_job_on_dataflow_reads_no_local_path_of_an_image_csv(tmp_path):
     """On Dataflow a local path names a file on the worker's disk, never the user's: every such
     row is a dead letter there, whatever the roots; local runners read them."""
     dataflow = ["--runner", "DataflowRunner"]
-    [refused] = [o.value for o in _csv_rows_step(dataflow, tmp_path / "dataflow").process(None)]
+    [refused] = [o.value for o in _csv_rows_step(dataflow, tmp_path / "dataflow").process(WHOLE_CSV[0])]
     assert isinstance(refused, DeadLetter) and refused.stage == "parse"
     assert refused.reason == (
         "images/a.jpg is a local path, and this runner's workers would read their own disk, not yours (use gs://)"
     )
-    [row] = _csv_rows_step([], tmp_path / "local").process(None)
+    [row] = _csv_rows_step([], tmp_path / "local").process(WHOLE_CSV[0])
     assert isinstance(row, CsvRow) and row.source.uri == str(tmp_path / "local" / "images" / "a.jpg")

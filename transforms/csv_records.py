@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 # Characters a row may hold, all its fields and lines together: Python's csv module stops a field at
 # 131,072, which long texts (documents, articles) pass; past this, a row is more likely a quote left
@@ -35,12 +35,14 @@ class BoundedLines:
     belongs to, which `start_record` opens before each `next(reader)`; the line that takes a record
     past its characters or delimiters raises RecordTooLong through the reader, after the rest of
     that line is skipped unread into memory. The csv module starts its next record afresh, at the
-    next line. `line_num` counts every line, skipped ones too (csv.reader's would not). A UTF-8 BOM
-    before the first line is dropped."""
+    next line. `line_num` counts every line, skipped ones too (csv.reader's would not), and `offset`
+    every byte (of the text's UTF-8 form; exact for a text read with errors="surrogateescape"), from
+    those of the text before it (`offset`, `line_num`: where a part of a CSV starts). A UTF-8 BOM at
+    byte 0 is dropped."""
 
-    def __init__(self, text: TextIO, delimiter: str):
+    def __init__(self, text: TextIO, delimiter: str, offset: int = 0, line_num: int = 0):
         self._readline, self._delimiter = text.readline, delimiter
-        self.line_num = 0
+        self.offset, self.line_num = offset, line_num
         self._limit = self._chars_left = self._delimiters_left = 0
 
     def start_record(self, limit: int = CSV_ROW_LIMIT) -> None:
@@ -54,7 +56,9 @@ class BoundedLines:
         line = self._readline(self._chars_left + 1)
         if not line:
             raise StopIteration
-        if not self.line_num:
+        at_start = not self.offset
+        self.offset += _encoded_length(line)
+        if at_start:
             line = line.removeprefix("\ufeff")
         self.line_num += 1
         self._chars_left -= len(line)
@@ -63,6 +67,7 @@ class BoundedLines:
                 line = self._readline(self._limit + 1)
                 if not line:
                     break
+                self.offset += _encoded_length(line)
             raise RecordTooLong(f"longer than {self._limit:,} characters")
         self._delimiters_left -= line.count(self._delimiter)
         if self._delimiters_left < 0:
@@ -70,28 +75,76 @@ class BoundedLines:
         return line
 
 
-def bounded_rows(
-    text: TextIO, delimiter: str = ",", first_limit: int = CSV_ROW_LIMIT
-) -> Iterator[tuple[int, list[str] | Exception]]:
+class CsvPart(NamedTuple):
+    """A part of a CSV to read on its own (CsvRecords): from byte `start`, where a record starts
+    after `line` lines, to the first record that starts at or after byte `end` (None: the end)."""
+
+    start: int
+    line: int
+    end: int | None
+
+
+WHOLE_CSV = (CsvPart(0, 0, None),)
+
+
+def _encoded_length(line: str) -> int:
+    return len(line) if line.isascii() else len(line.encode("utf-8", "surrogateescape"))
+
+
+class CsvRecords:
     """(line number, fields) of each record of a CSV text opened with newline="", or (line number,
     the error) for a record past the limits (RecordTooLong) or malformed (csv.Error); the records
     after it are read on. Line numbers are the record's last line, as csv.reader counts. The first
-    record (a header) may hold `first_limit` characters."""
-    csv.field_size_limit(CSV_ROW_LIMIT)  # the csv module's one setting, for every reader of this process
-    lines = BoundedLines(text, delimiter)
-    reader = csv.reader(lines, delimiter=delimiter)
-    limit = first_limit
-    while True:
-        lines.start_record(limit)
-        limit = CSV_ROW_LIMIT
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except (csv.Error, RecordTooLong) as e:
-            yield lines.line_num, e
-            continue
-        yield lines.line_num, row
+    record (a header) may hold `first_limit` characters.
+
+    A part of a CSV is read from a stream opened at byte `start`, where a record starts, after
+    `line` lines, up to the first record that starts at or after byte `end`. Between records,
+    `offset` and `line` say where the next one starts: what a reader of the whole text notes to
+    cut it into parts."""
+
+    def __init__(
+        self,
+        text: TextIO,
+        delimiter: str = ",",
+        first_limit: int = CSV_ROW_LIMIT,
+        start: int = 0,
+        line: int = 0,
+        end: int | None = None,
+    ):
+        self._lines = BoundedLines(text, delimiter, start, line)
+        self._delimiter, self._first_limit, self._end = delimiter, first_limit, end
+
+    @property
+    def offset(self) -> int:
+        return self._lines.offset
+
+    @property
+    def line(self) -> int:
+        return self._lines.line_num
+
+    def __iter__(self) -> Iterator[tuple[int, list[str] | Exception]]:
+        csv.field_size_limit(CSV_ROW_LIMIT)  # the csv module's one setting, for every reader of this process
+        lines = self._lines
+        reader = csv.reader(lines, delimiter=self._delimiter)
+        limit = self._first_limit
+        while self._end is None or lines.offset < self._end:
+            lines.start_record(limit)
+            limit = CSV_ROW_LIMIT
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except (csv.Error, RecordTooLong) as e:
+                yield lines.line_num, e
+                continue
+            yield lines.line_num, row
+
+
+def bounded_rows(
+    text: TextIO, delimiter: str = ",", first_limit: int = CSV_ROW_LIMIT
+) -> Iterator[tuple[int, list[str] | Exception]]:
+    """Every record of a whole CSV text (CsvRecords)."""
+    return iter(CsvRecords(text, delimiter, first_limit))
 
 
 def unreadable_row(error: Exception) -> str:

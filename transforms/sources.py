@@ -35,7 +35,7 @@ import functools
 import os
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple, TextIO
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
@@ -44,7 +44,7 @@ from pipeline import storage
 from pipeline.contract.layout import join
 from transforms import listing_handover
 from transforms.counting import counter
-from transforms.csv_records import bounded_rows, unreadable_row
+from transforms.csv_records import CsvPart, CsvRecords, unreadable_row
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Skipped, Source
 from transforms.splits import assign_split, check_split_name
 
@@ -212,14 +212,56 @@ def uri_scheme_problem(uri: str) -> str | None:
     return f"unsupported URI scheme {uri.split('://', 1)[0] + '://'!r} in {uri} (use gs:// or a local path)"
 
 
+class CsvLayout(NamedTuple):
+    """Where an image CSV's columns are: found by name in its header, or the AutoML layout of its
+    first row; what its rows are said to have (`described`)."""
+
+    split_at: int | None
+    uri_at: int
+    label_at: int
+    width: int
+    described: str
+    header: bool
+
+
+def csv_layout(row: list[str], csv_uri: str, uri_column: str, label_column: str, split_column: str) -> CsvLayout:
+    """The layout the first row of an image CSV with data shows: a header naming `uri_column`
+    (label required, split optional), or no header, `[split,]image_uri,label`."""
+    header = [cell.strip() for cell in row]
+    if uri_column in header:
+        if label_column not in header:
+            raise ValueError(f"{csv_uri}: header {header} has {uri_column!r} but no {label_column!r} column")
+        split_at = header.index(split_column) if split_column in header else None
+        return CsvLayout(
+            split_at,
+            header.index(uri_column),
+            header.index(label_column),
+            len(header),
+            f"the {len(header)} of the header",
+            True,
+        )
+    if len(without_padding(row)) >= 3:
+        return CsvLayout(0, 1, 2, 3, "split,image_uri,label, as in the first row (no header)", False)
+    return CsvLayout(None, 0, 1, 2, "image_uri,label, as in the first row (no header)", False)
+
+
+def first_layout_row(records: Iterable[tuple[int, list[str] | Exception]]) -> list[str] | None:
+    """The row an image CSV's layout is read from: its first that parses and is not blank."""
+    for _, row in records:
+        if not isinstance(row, Exception) and any(cell.strip() for cell in row):
+            return row
+    return None
+
+
 def image_csv_rows(
-    text: TextIO,
+    records: Iterable[tuple[int, list[str] | Exception]],
     csv_uri: str,
     uri_column: str,
     label_column: str,
     split_column: str,
     fractions: Sequence[tuple[str, float]],
     roots: Roots = Roots(),
+    layout_row: list[str] | None = None,
 ) -> Iterator[CsvRow | DeadLetter]:
     """Each non-blank row of a CSV of image URIs as a CsvRow, or a DeadLetter saying why not.
 
@@ -229,42 +271,32 @@ def image_csv_rows(
     configured split. A row with more fields than that (empty ones at its end aside) is a dead
     letter: a multi-label or bounding-box row would lose all but its first label. So is a row
     whose image is outside the CSV's folder and `roots` (confinement_problem), and a row the csv
-    module cannot parse or past the limits of a row (transforms.csv_records). `text`: the CSV,
-    opened with newline="" (storage.open_text).
+    module cannot parse or past the limits of a row (transforms.csv_records). `records`: the CSV's
+    (csv_records.CsvRecords); for a part that does not start the CSV, `layout_row` is the CSV's
+    (first_layout_row), and every row of the part is data.
     """
     base_dir = storage.parent(csv_uri)
     known_splits = set(_AUTOML_SPLITS) | {name for name, _ in fractions}
-    positions = None
-    for line, row in bounded_rows(text):
+    layout = None if layout_row is None else csv_layout(layout_row, csv_uri, uri_column, label_column, split_column)
+    for line, row in records:
         where = f"{csv_uri}:{line}"
         if isinstance(row, Exception):
             yield DeadLetter(where, "parse", unreadable_row(row))
             continue
         if not row or not any(cell.strip() for cell in row):
             continue
-        fields = len(without_padding(row))
-        if positions is None:
-            header = [cell.strip() for cell in row]
-            if uri_column in header:
-                if label_column not in header:
-                    raise ValueError(f"{csv_uri}: header {header} has {uri_column!r} but no {label_column!r} column")
-                positions = (
-                    header.index(split_column) if split_column in header else None,
-                    header.index(uri_column),
-                    header.index(label_column),
-                )
-                width, layout = len(header), f"the {len(header)} of the header"
+        if layout is None:
+            layout = csv_layout(row, csv_uri, uri_column, label_column, split_column)
+            if layout.header:
                 continue
-            width = 3 if fields >= 3 else 2
-            positions = (0, 1, 2) if width == 3 else (None, 0, 1)
-            layout = f"{'split,' if width == 3 else ''}image_uri,label, as in the first row (no header)"
-        split_at, uri_at, label_at = positions
+        split_at, uri_at, label_at = layout.split_at, layout.uri_at, layout.label_at
         if not_utf8(row):
             yield DeadLetter(where, "parse", "invalid UTF-8")
             continue
-        if fields > width or len(row) <= max(p for p in positions if p is not None):
-            more = " (a multi-label or bounding-box row? each image gets one label)" if fields > width else ""
-            yield DeadLetter(where, "parse", f"{fields} field(s) where rows have {layout}{more}")
+        fields = len(without_padding(row))
+        if fields > layout.width or len(row) <= max(p for p in (split_at, uri_at, label_at) if p is not None):
+            more = " (a multi-label or bounding-box row? each image gets one label)" if fields > layout.width else ""
+            yield DeadLetter(where, "parse", f"{fields} field(s) where rows have {layout.described}{more}")
             continue
         uri, label = row[uri_at].strip(), row[label_at].strip()
         if not uri or not label:
@@ -466,23 +498,44 @@ class _ListSubFolder(_ClassifyListed):
         yield from self.routed(storage.list_tree(folder))
 
 
-class _ParseImageCsvRows(_Route):
-    """The impulse -> the CSV of image URIs' CsvRows (main) and dead letters (counted as listed:
-    each row is counted once, here or where its CsvRow's fate is decided)."""
+class CsvChanged(RuntimeError):
+    """The CSV of image URIs is not the size it was planned at: its parts no longer start at rows."""
 
-    def __init__(self, csv_uri, uri_column, label_column, split_column, fractions, roots):
+
+class _ParseImageCsvRows(_Route):
+    """A part of the CSV of image URIs (CsvPart) -> its CsvRows (main) and dead letters (counted as
+    listed: each row is counted once, here or where its CsvRow's fate is decided). The parts were
+    cut where the planner found rows to start, in a CSV of `planned_size` bytes; a part of a CSV
+    that has changed size since raises CsvChanged, failing the run rather than reading rows from
+    the middle of others."""
+
+    def __init__(self, csv_uri, uri_column, label_column, split_column, fractions, roots, planned_size):
         super().__init__()
-        self._csv_uri = csv_uri
+        self._csv_uri, self._planned_size = csv_uri, planned_size
         self._args = (uri_column, label_column, split_column, tuple(fractions), roots)
 
-    def process(self, _):
-        csv_uri = self._csv_uri
-        with storage.open_text(csv_uri, errors="surrogateescape") as text:
-            for row in image_csv_rows(text, csv_uri, *self._args):
+    def process(self, part: CsvPart):
+        csv_uri, layout_row = self._csv_uri, None
+        if part.start:
+            self._check_size()
+            with storage.open_text(csv_uri, errors="surrogateescape") as text:
+                layout_row = first_layout_row(CsvRecords(text))
+        with storage.open_text(csv_uri, errors="surrogateescape", start=part.start) as text:
+            records = CsvRecords(text, start=part.start, line=part.line, end=part.end)
+            for row in image_csv_rows(records, csv_uri, *self._args, layout_row=layout_row):
                 if isinstance(row, CsvRow):
                     yield row
                 else:
                     yield from self.route(row)
+
+    def _check_size(self) -> None:
+        found = storage.stat(self._csv_uri)
+        size = None if found is None else found.size_in_bytes
+        if size != self._planned_size:
+            raise CsvChanged(
+                f"{self._csv_uri} changed during the run (planned at {self._planned_size:,} bytes, now "
+                f"{'gone' if size is None else f'{size:,} bytes'}): its parts no longer start at rows; run again"
+            )
 
 
 class _ResolveDuplicates(_Route):
@@ -570,19 +623,28 @@ def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions, li
 
 @beam.ptransform_fn
 def ReadImageCsv(
-    pbegin, csv_uri: str, uri_column: str, label_column: str, split_column: str, fractions, splits, roots: Roots
+    pbegin,
+    csv_uri: str,
+    uri_column: str,
+    label_column: str,
+    split_column: str,
+    fractions,
+    splits,
+    roots: Roots,
+    parts: Sequence[CsvPart],
+    planned_size: int,
 ):
     """Rows of the CSV as Sources, in lists (in_lists); `splits` are the ones planned (each gets its
-    own writer); `roots`: where rows may name images (confinement_problem). Rows are grouped by
-    image URI (duplicates, conflicts), then Sources by folder (one listing each, to find images
-    that do not exist)."""
+    own writer); `roots`: where rows may name images (confinement_problem). The CSV is read in
+    `parts` (cut by the planner where rows start, in a CSV of `planned_size` bytes), spread over
+    the workers. Rows are grouped by image URI (duplicates, conflicts), then Sources by folder (one
+    listing each, to find images that do not exist)."""
+    parse = _ParseImageCsvRows(csv_uri, uri_column, label_column, split_column, fractions, roots, planned_size)
     rows = (
         pbegin
-        | "Start" >> beam.Impulse()
-        | "ParseRows"
-        >> beam.ParDo(
-            _ParseImageCsvRows(csv_uri, uri_column, label_column, split_column, fractions, roots)
-        ).with_outputs(SKIPPED, DEAD_LETTERS, main="rows")
+        | "Parts" >> beam.Create(list(parts))
+        | "SpreadParts" >> beam.Reshuffle()
+        | "ParseRows" >> beam.ParDo(parse).with_outputs(SKIPPED, DEAD_LETTERS, main="rows")
     )
     resolved = (
         rows.rows
