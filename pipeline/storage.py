@@ -22,6 +22,7 @@ link to one) raises NotARegularFile instead of hanging the run (pipeline.local_f
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import fcntl
 import gzip
@@ -162,7 +163,7 @@ def split_listing(folder: str) -> tuple[list[FileMetadata | Unlisted], list[str]
     if is_remote(folder):
         prefix = folder.rstrip("/") + "/"
         bucket, name = _split(prefix)
-        pages = _client().list_blobs(bucket, prefix=name, delimiter="/")
+        pages = _client().list_blobs(bucket, prefix=name, delimiter="/", fields=_LISTED_FIELDS)
         direct = [_metadata(blob) for blob in pages]
         return direct, [f"gs://{bucket}/{sub}" for sub in sorted(pages.prefixes)]
     if not os.path.isdir(folder):
@@ -184,6 +185,8 @@ def split_listing(folder: str) -> tuple[list[FileMetadata | Unlisted], list[str]
     return direct, folders
 
 
+# What a listing asks GCS for of each object (_metadata), not the ~30 fields of each by default.
+_LISTED_FIELDS = "items(name,size,updated),prefixes,nextPageToken"
 _LINKED_FOLDER = "a symbolic link to a folder: not followed (link or copy the files instead)"
 
 
@@ -191,7 +194,7 @@ def list_tree(folder: str) -> Iterator[FileMetadata | Unlisted]:
     """Every file below one folder of `split_listing`, streamed (gs://: page by page)."""
     if is_remote(folder):
         bucket, name = _split(folder)
-        yield from (_metadata(blob) for blob in _client().list_blobs(bucket, prefix=name))
+        yield from (_metadata(blob) for blob in _client().list_blobs(bucket, prefix=name, fields=_LISTED_FIELDS))
         return
     failed: list[OSError] = []
     for dirpath, dirnames, filenames in os.walk(folder, onerror=failed.append):
@@ -280,7 +283,8 @@ def list_folder(folder: str) -> Iterator[FileMetadata]:
     failed list call raises as it comes); none when it does not exist."""
     if is_remote(folder):
         bucket, name = _split(folder.rstrip("/") + "/")
-        yield from (_metadata(blob) for blob in _client().list_blobs(bucket, prefix=name, delimiter="/"))
+        pages = _client().list_blobs(bucket, prefix=name, delimiter="/", fields=_LISTED_FIELDS)
+        yield from (_metadata(blob) for blob in pages)
         return
     try:
         entries = os.scandir(folder)
@@ -754,9 +758,11 @@ def _list_blobs(prefix: str, delimiter: str | None = None) -> tuple[list, set[st
 
 
 def _metadata(blob) -> FileMetadata:
-    from apache_beam.io.gcp.gcsio import GcsIO  # Beam's own seconds, so fingerprints stay as they were
-
-    return FileMetadata(f"gs://{blob.bucket.name}/{blob.name}", blob.size, GcsIO._updated_to_seconds(blob.updated))
+    """An object's path, size and update time in UTC seconds. The time is read from the object's
+    resource as GCS sent it (RFC 3339), by datetime.fromisoformat: the client's `blob.updated`
+    parses it with strptime, most of a listing's CPU."""
+    updated = datetime.datetime.fromisoformat(blob._properties["updated"]).timestamp()
+    return FileMetadata(f"gs://{blob.bucket.name}/{blob.name}", blob.size, updated)
 
 
 def _delete_blob(path: str) -> None:

@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""Time planning (listing the input before a run) against a GCS that pages as GCS does, and
+estimate what converting a million images costs on Dataflow.
+
+Usage::
+
+    python scripts/bench_planning.py [--sizes 10000,100000] [--folders 1000] [--latencies 0,0.1]
+                                     [--kinds images,image_csv] [--threads 1,default] [--json out.json]
+
+For each size, a GCS stand-in (tests/gcs_list_stand_in.py, a loopback server in this process)
+serves a synthetic bucket of that many objects, ``gs://bench/images/class<f>/img<i>.jpg`` in
+``--folders`` class folders, in pages of at most 1,000 entries, each list page held back by each
+``--latencies`` in turn (seconds; 0.1 is a slow GCS page). For each kind, each setting of
+``listing_threads`` (``default``: the config's default) runs ``pipeline.planning.make_plan`` in a
+fresh subprocess pointed at the stand-in (``STORAGE_EMULATOR_HOST``), on the kind's config in
+configs/ with the input overridden:
+
+* ``images``: ``gs://bench/images``, the class folders;
+* ``image_csv``: a local CSV (``image_uri,label``, one row per object, written here once per size)
+  whose URIs name the stand-in's objects.
+
+Per run it prints: the time ``make_plan`` took (``plan s``) and its speed-up over one listing
+thread; the CPU seconds (user + system) of ``make_plan`` and of the whole subprocess (imports
+included); the subprocess' peak RSS after its imports and at its end (its own VmHWM); the
+list requests the stand-in answered and the most it held in flight at once (its counters, read
+here after the subprocess exits: the server runs in this process, so its CPU is not the
+subprocess'); and a check: every object planned, and the same listing fingerprint in every run
+of the kind and size.
+
+Then an estimate of Dataflow's cost per million images: vCPU-hours at a per-core conversion
+rate, the memory those workers hold, and the shuffle of each record once (about its input
+bytes), priced at list prices. Every one of those is a flag, printed as an input: measure the
+rate with ``scripts/benchmark.py --variants pipeline_1core`` on your images, and check the prices.
+
+The stand-in's own CPU (about 30 ms per page of 1,000 objects) shares the machine with the
+subprocess: on 2 cores it slows the listing threads only a little.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench_measure import run_measured, tail
+from bench_settings import REPO_ROOT, RESULT_TAG
+
+KINDS = ("images", "image_csv")
+BUCKET, ROOT = "bench", "images"
+# Inputs of the cost estimate, each a flag: (default, what it is and where the default comes from).
+RATE_SOURCE = "README Performance: the pipeline on one core, 2,000 photos, 2-core VM, 2026-11-26"
+IMAGE_KB_SOURCE = "README Performance's corpus: 196 MB of 2,000 photos"
+GB_PER_VCPU_SOURCE = "n1-standard machines"
+PRICE_SOURCE = "Dataflow list prices, batch, us-central1: check the current ones for your region"
+
+
+def _numbers(kind):
+    return lambda text: [kind(word) for word in text.split(",") if word.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--sizes", type=_numbers(int), default="10000,100000", help="objects in the bucket, each")
+    parser.add_argument("--folders", type=int, default=1000, help="class folders the objects are spread over")
+    parser.add_argument("--latencies", type=_numbers(float), default="0,0.1", help="seconds each list page waits")
+    parser.add_argument("--kinds", type=lambda t: t.split(","), default=",".join(KINDS), help="what is planned")
+    parser.add_argument(
+        "--threads", type=lambda t: t.split(","), default="1,default", help="listing_threads settings compared"
+    )
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed per run")
+    parser.add_argument("--json", default=None, help="also write every figure as JSON to this path")
+    cost = parser.add_argument_group("Dataflow cost estimate (inputs)")
+    cost.add_argument(
+        "--images_per_core_s", type=float, default=296.9, help=f"conversion rate per vCPU ({RATE_SOURCE})"
+    )
+    cost.add_argument("--image_kb", type=float, default=98.0, help=f"mean input image size ({IMAGE_KB_SOURCE})")
+    cost.add_argument("--gb_per_vcpu", type=float, default=3.75, help=f"worker memory per vCPU ({GB_PER_VCPU_SOURCE})")
+    cost.add_argument("--vcpu_hour_usd", type=float, default=0.056, help="price of a vCPU-hour (list price)")
+    cost.add_argument("--gb_hour_usd", type=float, default=0.003557, help="price of a GB-hour of memory (list price)")
+    cost.add_argument("--shuffle_gb_usd", type=float, default=0.011, help="price of a GB shuffled (list price)")
+    # Internal: one timed planning run.
+    parser.add_argument("--worker", choices=KINDS, help=argparse.SUPPRESS)
+    parser.add_argument("--input", help=argparse.SUPPRESS)
+    parser.add_argument("--output", help=argparse.SUPPRESS)
+    parser.add_argument("--listing_threads", type=int, help=argparse.SUPPRESS)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.worker:
+        return args
+    if not args.sizes or min(args.sizes) < args.folders or args.folders < 1:
+        parser.error(f"every size must hold at least one object per folder (--folders {args.folders})")
+    unknown = set(args.kinds) - set(KINDS)
+    if unknown:
+        parser.error(f"unknown kind(s) {sorted(unknown)}; choose from {','.join(KINDS)}")
+    if any(t != "default" and not t.isdigit() for t in args.threads):
+        parser.error("--threads: whole numbers or `default`")
+    return args
+
+
+# -- the timed subprocess
+
+
+def _peak_rss_mb() -> float:
+    """This process' peak RSS so far: VmHWM, not getrusage's ru_maxrss, which Linux carries over
+    exec from the process that started it (here, the driver and its stand-in)."""
+    with open("/proc/self/status") as f:
+        kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    return kib * 1024 / 1e6
+
+
+def worker(args: argparse.Namespace) -> int:
+    """Plans `args.input` as kind `args.worker` and prints the figures as a tagged JSON line."""
+    import resource
+
+    from pipeline.config import load_config
+    from pipeline.planning import make_plan
+
+    overrides = {"input": args.input, "output": args.output, "listing_threads": args.listing_threads}
+    config = load_config(os.path.join(REPO_ROOT, "configs", f"{args.worker}.yaml"), overrides)
+    rss_before, before = _peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    plan = make_plan(config)
+    plan_s, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
+    result = {
+        "plan_s": plan_s,
+        "plan_cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+        "rss_after_imports_mb": rss_before,
+        "peak_rss_mb": _peak_rss_mb(),
+        "sources": plan.listing.sources,
+        "bytes": plan.listing.bytes,
+        "fingerprint": plan.listing.fingerprint,
+    }
+    print(RESULT_TAG + json.dumps(result), flush=True)
+    return 0
+
+
+# -- the driver
+
+
+def write_csv(gcs, folder: str) -> str:
+    """An image CSV naming every object of the stand-in once, labelled by its class folder."""
+    path = os.path.join(folder, "images.csv")
+    with open(path, "w", newline="") as f:
+        rows = csv.writer(f)
+        rows.writerow(["image_uri", "label"])
+        for i in range(gcs.objects):
+            rows.writerow([gcs.uri(i), gcs.name(i).split("/")[-2]])
+    return path
+
+
+def run_one(gcs, kind: str, source: str, threads: int, folder: str, timeout: float) -> dict:
+    """One planning subprocess, measured, with the stand-in's counters for it."""
+    gcs.reset()
+    log_dir = tempfile.mkdtemp(prefix=f"{kind}-{threads}-", dir=folder)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--input", source]
+    cmd += ["--listing_threads", str(threads), "--output", os.path.join(folder, "out")]
+    measured = run_measured(cmd, log_dir, timeout)
+    row = {
+        "process_wall_s": measured["wall_s"],
+        "process_cpu_s": measured["cpu_s"],
+        "list_requests": gcs.list_requests,
+        "max_lists_in_flight": gcs.max_lists_in_flight,
+        **(measured["result"] or {}),
+    }
+    if measured["rc"] != 0 or not measured["result"]:
+        why = "timed out" if measured["timed_out"] else f"exit {measured['rc']}"
+        row["failed"] = f"{why}: {tail(measured['stderr_path'], 600)}"
+    return row
+
+
+def run_size(args, objects: int, thread_settings: list[int], folder: str) -> list[dict]:
+    """Every run at one bucket size, against one stand-in."""
+    from tests.gcs_list_stand_in import ListStandIn
+
+    rows = []
+    with ListStandIn(objects, args.folders, bucket=BUCKET, root=ROOT) as gcs:
+        os.environ.update(gcs.env)  # run_measured's subprocesses take this process' environment
+        sources = {"images": f"gs://{BUCKET}/{ROOT}"}
+        if "image_csv" in args.kinds:
+            sources["image_csv"] = write_csv(gcs, folder)
+        for latency in args.latencies:
+            gcs.page_latency = latency
+            for kind in args.kinds:
+                for threads in thread_settings:
+                    row = {"kind": kind, "objects": objects, "latency_s": latency, "threads": threads}
+                    row.update(run_one(gcs, kind, sources[kind], threads, folder, args.timeout))
+                    print(f"  {_progress(row)}", file=sys.stderr, flush=True)
+                    rows.append(row)
+    return rows
+
+
+def check(rows: list[dict]) -> None:
+    """Each row's `check`: its run planned every object, with the fingerprint every other run of
+    its kind and size found."""
+    first: dict[tuple, str] = {}
+    for row in rows:
+        key = (row["kind"], row["objects"])
+        if "failed" in row:
+            row["check"] = "FAILED"
+        elif row["sources"] != row["objects"]:
+            row["check"] = f"WRONG: {row['sources']} sources"
+        elif first.setdefault(key, row["fingerprint"]) != row["fingerprint"]:
+            row["check"] = "WRONG: another fingerprint"
+        else:
+            row["check"] = "ok"
+
+
+def _speed_ups(rows: list[dict]) -> None:
+    serial = {(r["kind"], r["objects"], r["latency_s"]): r.get("plan_s") for r in rows if r["threads"] == 1}
+    for row in rows:
+        base = serial.get((row["kind"], row["objects"], row["latency_s"]))
+        row["speed_up"] = base / row["plan_s"] if base and row.get("plan_s") else None
+
+
+def _progress(row: dict) -> str:
+    plan = f"{row['plan_s']:.2f} s" if "plan_s" in row else "failed"
+    where = f"{row['objects']:,} objects, {row['latency_s'] * 1000:.0f} ms a page, {row['threads']} thread(s)"
+    return f"{row['kind']}, {where}: {plan}"
+
+
+_COLUMNS = (  # heading, key, format
+    ("kind", "kind", "{}"),
+    ("objects", "objects", "{:,}"),
+    ("page ms", "latency_s", "{:.0f}"),
+    ("threads", "threads", "{}"),
+    ("plan s", "plan_s", "{:.2f}"),
+    ("vs 1", "speed_up", "{:.2f}x"),
+    ("plan CPU s", "plan_cpu_s", "{:.2f}"),
+    ("process CPU s", "process_cpu_s", "{:.2f}"),
+    ("RSS after imports MB", "rss_after_imports_mb", "{:.0f}"),
+    ("peak RSS MB", "peak_rss_mb", "{:.0f}"),
+    ("list requests", "list_requests", "{:,}"),
+    ("most in flight", "max_lists_in_flight", "{}"),
+    ("check", "check", "{}"),
+)
+
+
+def print_table(rows: list[dict]) -> None:
+    def cell(row, key, spec):
+        value = row.get(key)
+        if value is None:
+            return "-"
+        return spec.format(value * 1000 if key == "latency_s" else value)
+
+    print("| " + " | ".join(heading for heading, _, _ in _COLUMNS) + " |")
+    print("|" + "|".join("---" if key in ("kind", "check") else "---:" for _, key, _ in _COLUMNS) + "|")
+    for row in rows:
+        print("| " + " | ".join(cell(row, key, spec) for _, key, spec in _COLUMNS) + " |")
+    for row in rows:
+        if "failed" in row:
+            print(f"\nFAILED: {_progress(row)}\n{row['failed']}")
+
+
+def dataflow_cost(args) -> dict:
+    """Per million images: vCPU-hours at the per-core rate, the memory beside them, the shuffle
+    of every record once (about its input bytes), each priced."""
+    vcpu_hours = 1e6 / args.images_per_core_s / 3600
+    gb_hours = vcpu_hours * args.gb_per_vcpu
+    shuffle_gb = 1e6 * args.image_kb * 1e3 / 1e9
+    usd = {
+        "vcpu": vcpu_hours * args.vcpu_hour_usd,
+        "memory": gb_hours * args.gb_hour_usd,
+        "shuffle": shuffle_gb * args.shuffle_gb_usd,
+    }
+    return {"vcpu_hours": vcpu_hours, "gb_hours": gb_hours, "shuffle_gb": shuffle_gb, "usd": usd}
+
+
+def print_cost(args, cost: dict) -> None:
+    usd = cost["usd"]
+    print("\nDataflow cost per million images (an estimate from the inputs below):")
+    print(f"  input: {args.images_per_core_s:g} images/s per vCPU (--images_per_core_s; {RATE_SOURCE})")
+    print(f"  input: {args.image_kb:g} kB per image (--image_kb; {IMAGE_KB_SOURCE})")
+    print(f"  input: {args.gb_per_vcpu:g} GB of memory per vCPU (--gb_per_vcpu; {GB_PER_VCPU_SOURCE})")
+    print(
+        f"  input: ${args.vcpu_hour_usd:g} per vCPU-hour, ${args.gb_hour_usd:g} per GB-hour, "
+        f"${args.shuffle_gb_usd:g} per GB shuffled (--vcpu_hour_usd, --gb_hour_usd, --shuffle_gb_usd; {PRICE_SOURCE})"
+    )
+    print(f"  vCPU:    {cost['vcpu_hours']:.3f} vCPU-hours  ${usd['vcpu']:.3f}")
+    print(f"  memory:  {cost['gb_hours']:.3f} GB-hours    ${usd['memory']:.3f}")
+    print(f"  shuffle: {cost['shuffle_gb']:.1f} GB (each record once)  ${usd['shuffle']:.3f}")
+    print(f"  total:   ${sum(usd.values()):.3f} per million images (workers' disks and start-up not counted)")
+
+
+def _commit() -> str:
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
+    return found.stdout.strip() or "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if REPO_ROOT not in sys.path:
+        sys.path.insert(1, REPO_ROOT)  # the project's packages, after this folder's bench_* modules
+    if args.worker:
+        return worker(args)
+    from pipeline.config import Config
+
+    default = Config.model_fields["listing_threads"].default
+    thread_settings = [default if t == "default" else int(t) for t in args.threads]
+    machine = f"{len(os.sched_getaffinity(0))} cores, Python {platform.python_version()}, commit {_commit()}"
+    print(f"planning benchmark: {machine}; listing_threads default {default}", file=sys.stderr)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-planning-") as folder:
+        for objects in args.sizes:
+            rows += run_size(args, objects, thread_settings, folder)
+    check(rows)
+    _speed_ups(rows)
+    print(f"Planning against the GCS stand-in, {args.folders:,} class folders; {machine}; {time.strftime('%Y-%m-%d')}")
+    print_table(rows)
+    cost = dataflow_cost(args)
+    print_cost(args, cost)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "args": vars(args), "runs": rows, "dataflow_cost": cost}, f, indent=1)
+    return 0 if all(row["check"] == "ok" for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
