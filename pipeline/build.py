@@ -29,6 +29,7 @@ from transforms.same_content import CONTENT
 from transforms.shard_parts import SHARD_PARTS, FinalizeShards, ShardLayout
 from transforms.sources import ListClassFolders, ReadImageCsv, Roots
 from transforms.tabular import EncodeRows, InferSchema, ListCsvFiles, ReadCsvRows
+from transforms.tabular_spill import convert_through_spill
 from transforms.write import WriteCopies, WriteDeadLetters, WriteSplits
 
 
@@ -67,7 +68,7 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         )
     else:
         c = config.image_csv
-        roots = Roots(c.roots, local_files=reads_local_files(p.options.view_as(StandardOptions).runner))
+        roots = Roots(c.roots, local_files=reads_local_files(p.options))
         listed = p | "ReadImageCsv" >> ReadImageCsv(
             plan.input,
             c.uri_column,
@@ -116,18 +117,38 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
 
 
 def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
+    """Every row read, its schema inferred over all of them, each encoded with it and written.
+    Where the runner holds a step's whole output (the lean runner: writes_while_reading), the rows
+    wait for the schema on disk (transforms.tabular_spill). Elsewhere the schema is a side input:
+    Dataflow keeps the rows that wait for it in its shuffle (PermuteRows groups them anyway), so
+    spilling them too would only add a write and a read; the parallel runner holds every record
+    whatever the graph."""
     files = (
         p
         | "Start" >> beam.Impulse()
         | "ListCsvFiles" >> beam.ParDo(ListCsvFiles(plan.input)).with_outputs(SKIPPED, DEAD_LETTERS, main="files")
     )
+    root = storage.pattern_root(plan.input)
+    if writes_while_reading(p.options, plan.kind, plan.shards, config.image.local_write_while_reading):
+        spilled = convert_through_spill(
+            files.files,
+            root,
+            plan.columns,
+            config.split_fractions,
+            plan.dialect,
+            config.csv.schema,
+            ShardLayout(folder, plan.shards, plan.compression),
+            plan.listing.bytes,
+        )
+        dead_letters = [files.dead_letters, *spilled.dead_letters]
+        return Outcomes(spilled.counted, spilled.shard_files, files.skipped, dead_letters, spilled.schema)
     rows = (
         files.files
         | "SpreadFiles" >> beam.Reshuffle()
         | "ReadCsvRows"
-        >> beam.ParDo(
-            ReadCsvRows(storage.pattern_root(plan.input), plan.columns, config.split_fractions, plan.dialect.delimiter)
-        ).with_outputs(DEAD_LETTERS, main="rows")
+        >> beam.ParDo(ReadCsvRows(root, plan.columns, config.split_fractions, plan.dialect.delimiter)).with_outputs(
+            DEAD_LETTERS, main="rows"
+        )
     )
     schema = rows.rows | "InferSchema" >> beam.CombineGlobally(
         InferSchema(plan.columns, config.csv.schema, plan.dialect.decimal)

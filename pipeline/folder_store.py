@@ -145,14 +145,24 @@ class FolderPublication:
             storage.make_folder(self.folder)
 
     def publish(self, manifest: Manifest) -> None:
+        """Commits once per run, however often the step runs: a runner runs it again after it did
+        its work (Dataflow, when the worker failed before reporting the bundle done; the FnApiRunner
+        under --direct_runner_bundle_repeat), and by then this run's staging folder is gone."""
         with Fence(self.output, self.run, self.unattended) as fence:
             committed = _committed_or_none(self.output)
             if manifest.rejected:
                 self._reject(manifest, committed, fence)
             elif committed is None:
                 self._commit(manifest, fence)
+            elif committed.run == self.run and not self._names_staged_files(committed):
+                _LOG.info("%s is committed already", self.output)
             else:
                 self._replace(manifest, committed, fence)
+
+    def _names_staged_files(self, committed: Manifest) -> bool:
+        """Whether `committed` still names files in this run's staging folder: a commit over a
+        dataset stopped between its steps (1) and (3), which a rerun of the step completes."""
+        return any(name.startswith(self._staging_name + "/") for name in referenced(committed))
 
     def _commit(self, manifest: Manifest, fence: Fence) -> None:
         """Into a folder without a dataset: the files, then the manifest that names them."""

@@ -8,13 +8,18 @@ and peak memory: README, Performance):
   (`image.local_processes`, image_processes below), on its own threads below that (where they
   keep the cores as busy, with less CPU: README, Performance). It holds a
   step's whole output until the step's bundle ends, so image records go into their shards in the
-  step that makes them (writes_while_reading); CSV records are held until WriteSplits groups them
-  by shard.
+  step that makes them (writes_while_reading), and CSV rows wait for their schema on disk
+  (transforms.tabular_spill).
 * parallel (`--direct_num_workers N`, N > 1, or 0 for one per core): the FnApiRunner with N
   in-process workers (direct_running_mode in_memory, GroupByKey values paged through its state
   API). Its workers are threads under one GIL, and it holds every record, more per input byte.
 
 The log warns, pointing at Dataflow, when the estimated peak exceeds the memory available now.
+
+With --runner PortableRunner the job runs wherever its job service puts it. Where its SDK workers
+run on this machine (portable_workers_here: LOOPBACK, or a worker pool on loopback), a local path
+is the user's file, as on the local runners, and the launcher watches the job's worker, which
+Beam's local job service would wait for forever once it died (pipeline.portable_workers).
 
 Beam 2.77's data-plane race: TimeBasedBufferingClosableOutputStream
 (apache_beam/runners/worker/data_plane.py) runs a thread that, every N ms, calls get(), the send
@@ -44,6 +49,8 @@ import argparse
 import contextlib
 import ctypes
 import functools
+import ipaddress
+import json
 import logging
 import os
 import signal
@@ -58,6 +65,7 @@ from apache_beam.options.pipeline_options import (
     DirectOptions,
     GoogleCloudOptions,
     PipelineOptions,
+    PortableOptions,
     StandardOptions,
     TypeOptions,
 )
@@ -67,9 +75,12 @@ from apache_beam.utils import thread_pool_executor
 
 from pipeline.beam_lookups import remember_lookups
 from pipeline.contract.manifest import IMAGE_KINDS
+from pipeline.portable_workers import WatchedPortableRunner
 from pipeline.storage import is_remote
 from transforms import stopping
 from transforms.convert_pool import usable_cores
+from transforms.gzip_choice import SAMPLE_BYTES
+from transforms.tabular_spill import bucket_memory
 
 _LOG = logging.getLogger("pipeline")
 
@@ -77,11 +88,13 @@ PARALLEL, LEAN = "FnApiRunner", "BundleBasedDirectRunner"
 AUTO = "auto"  # image.local_processes: sized from the cores
 AUTO_PROCESSES_FROM_CORES = 3
 _GB = 1e9
-# Peak RSS = base + per_input_byte * held input bytes, fitted to scripts/benchmark.py's corpus.
-_PEAK_MODEL = {PARALLEL: (0.25 * _GB, 2.5), LEAN: (0.2 * _GB, 1.05)}
+# Peak RSS = base + per_byte * held bytes (lean_held_bytes on the lean runner, the input's on the
+# parallel one), fitted to the runs of scripts/benchmark.py and scripts/bench_tabular_memory.py.
+_PEAK_MODEL = {PARALLEL: (0.25 * _GB, 2.5), LEAN: (0.12 * _GB, 1.05)}
 
 
 def estimated_peak(runner: str, held_bytes: int) -> float:
+    """The peak RSS, in bytes, of a local run on `runner` that holds `held_bytes` (_PEAK_MODEL)."""
     base, per_byte = _PEAK_MODEL[runner]
     return base + per_byte * held_bytes
 
@@ -128,10 +141,10 @@ def _log_local_runner(workers_asked: int | None, input_bytes: int, lean_held_byt
             available / _GB,
         )
     if runner == LEAN:
-        _LOG.info("local run (BundleBasedDirectRunner; estimated peak %.1f GB)", peak / _GB)
+        _LOG.info("local run (BundleBasedDirectRunner; estimated peak %.2f GB)", peak / _GB)
     else:
         _LOG.info(
-            "local run on %s in-process workers (FnApiRunner; estimated peak %.1f GB)",
+            "local run on %s in-process workers (FnApiRunner; estimated peak %.2f GB)",
             workers_asked or os.cpu_count(),
             peak / _GB,
         )
@@ -153,7 +166,8 @@ BUFFER_TIME_LIMIT = "data_buffer_time_limit_ms"  # the experiment that turns the
 
 
 class UnsafeOptionError(ValueError):
-    """A Beam option under which the job would lose records; raised before anything runs."""
+    """A Beam option under which the job would lose records, or would not do what the option asks;
+    raised before anything runs."""
 
 
 def check_experiments(experiments: Iterable[str]) -> None:
@@ -178,10 +192,30 @@ def check_experiments(experiments: Iterable[str]) -> None:
                 )
 
 
+BUNDLE_REPEAT = "--direct_runner_bundle_repeat"
+
+
+def check_bundle_repeat(runner: str, options: PipelineOptions) -> None:
+    """Raises UnsafeOptionError when BUNDLE_REPEAT asks the lean runner to repeat bundles: only the
+    FnApiRunner repeats them (apache_beam/runners/portability/fn_api_runner/fn_runner.py), and the
+    BundleBasedDirectRunner would run each bundle once, so a run meant to show that the job
+    survives retried bundles would show nothing."""
+    repeat = options.view_as(DirectOptions).direct_runner_bundle_repeat
+    if runner == LEAN and repeat:
+        raise UnsafeOptionError(
+            f"refusing {BUNDLE_REPEAT} {repeat} on the lean local runner ({LEAN}), which runs every bundle "
+            "once whatever it says: add --direct_num_workers 2 (or --runner FnApiRunner) to repeat bundles on the "
+            "FnApiRunner"
+        )
+
+
 def refuse_unsafe_options(beam_args: list[str]) -> None:
-    """UnsafeOptionError when the Beam flags would make the job lose records (check_experiments);
-    commands call it before they touch any data."""
-    check_experiments(PipelineOptions(beam_args).view_as(DebugOptions).experiments or [])
+    """UnsafeOptionError when the Beam flags would make the job lose records (check_experiments)
+    or ask the runner for what it does not do (check_bundle_repeat); commands call it before they
+    touch any data."""
+    options = PipelineOptions(beam_args)
+    check_experiments(options.view_as(DebugOptions).experiments or [])
+    check_bundle_repeat(runner_of(beam_args), options)
 
 
 class _Captured(Exception):
@@ -218,9 +252,10 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0, lean_held_bytes
     """Beam options from the flags we do not parse; `input_bytes` (the planned listing's) sizes
     the memory warning of a local run (no --runner given), or `lean_held_bytes` on the lean
     runner when given (lean_held_bytes). UnsafeOptionError for options that would make the job
-    lose records (check_experiments)."""
+    lose records (check_experiments) or that the runner does not honour (check_bundle_repeat)."""
     options = PipelineOptions(beam_args)
     check_experiments(options.view_as(DebugOptions).experiments or [])
+    check_bundle_repeat(runner_of(beam_args), options)
     standard = options.view_as(StandardOptions)
     direct = options.view_as(DirectOptions)
     if standard.runner is None:
@@ -277,10 +312,11 @@ MAX_OPEN_SHARDS = 512
 
 
 def lean_writes_while_reading(kind: str, shards: dict[str, int], setting: bool) -> bool:
-    """Whether the lean runner writes this run's records into their shards as ReadImages makes
-    them (transforms.shard_parts): image kinds, when `setting` (`image.local_write_while_reading`)
-    says so and the plan's `shards` are at most MAX_OPEN_SHARDS."""
-    return setting and kind in IMAGE_KINDS and sum(shards.values()) <= MAX_OPEN_SHARDS
+    """Whether the lean runner writes this run's records into their shards as they are made
+    (transforms.shard_parts), when the plan's `shards` are at most MAX_OPEN_SHARDS: image records
+    as ReadImages makes them, when `setting` (`image.local_write_while_reading`) says so; tabular
+    ones as each bucket of rows spilled to disk is encoded (transforms.tabular_spill)."""
+    return (kind == "csv" or (setting and kind in IMAGE_KINDS)) and sum(shards.values()) <= MAX_OPEN_SHARDS
 
 
 # What each open shard holds while a lean run writes as it reads: Beam buffers a gs:// file in chunks
@@ -289,12 +325,26 @@ def lean_writes_while_reading(kind: str, shards: dict[str, int], setting: bool) 
 OPEN_SHARD_BYTES = {"gs": 16 * 2**20, "local": 0}
 
 
+# What a GZIP shard written through Beam's codec holds while open: the sample its deflate is chosen
+# on (transforms.gzip_choice), then ISA-L's deflate state, about 0.4 MiB. Tabular records go through
+# it; image records are appended to local parts (transforms.part_appender) without it.
+COMPRESSING_SHARD_BYTES = SAMPLE_BYTES + 4 * 2**20 // 10
+# What the lean runner's old tabular graph (more than MAX_OPEN_SHARDS shards) holds per input byte:
+# every row as Python objects, at least this many times its text (more for short rows).
+HELD_ROW_BYTES_PER_INPUT_BYTE = 6
+
+
 def lean_held_bytes(kind: str, shards: dict[str, int], setting: bool, output: str, input_bytes: int) -> int:
-    """What the lean runner holds at its peak besides its base: every record (`input_bytes`), or,
-    where it writes while reading, a buffer per open shard."""
+    """What the lean runner holds at its peak besides its base, for an input of `input_bytes`: every
+    record, or where it writes while reading, a buffer per open shard, and for tabular input one
+    bucket of the rows spilled to disk (transforms.tabular_spill) and a compressing stream per shard."""
     if not lean_writes_while_reading(kind, shards, setting):
-        return input_bytes
-    return sum(shards.values()) * OPEN_SHARD_BYTES["gs" if is_remote(output) else "local"]
+        return input_bytes * (HELD_ROW_BYTES_PER_INPUT_BYTE if kind == "csv" else 1)
+    open_shards = sum(shards.values())
+    held = open_shards * OPEN_SHARD_BYTES["gs" if is_remote(output) else "local"]
+    if kind == "csv":
+        held += bucket_memory(input_bytes) + open_shards * COMPRESSING_SHARD_BYTES
+    return held
 
 
 def writes_while_reading(options: PipelineOptions, kind: str, shards: dict[str, int], setting: bool) -> bool:
@@ -304,11 +354,49 @@ def writes_while_reading(options: PipelineOptions, kind: str, shards: dict[str, 
     return options.view_as(StandardOptions).runner == LEAN and lean_writes_while_reading(kind, shards, setting)
 
 
-def reads_local_files(runner: str) -> bool:
-    """Whether a local path names the user's file on `runner` (runner_of): on the local runners,
-    whose workers run on this machine. Every other runner's workers (Dataflow's) have disks of
-    their own."""
-    return runner in (LEAN, PARALLEL, "DirectRunner")
+def reads_local_files(options: PipelineOptions) -> bool:
+    """Whether a local path names the user's file on the runner `options` name: on the local
+    runners, and on a portable runner whose SDK workers run on this machine
+    (portable_workers_here). Every other runner's workers (Dataflow's, a portable runner's in
+    Docker containers or on other machines) have disks of their own."""
+    runner = options.view_as(StandardOptions).runner
+    return runner in (None, LEAN, PARALLEL, "DirectRunner") or portable_workers_here(options)
+
+
+PORTABLE = "PortableRunner"
+IN_PROCESS_JOB_SERVICE = "embed"  # --job_endpoint embed: Beam runs the job service in the launcher
+
+
+def portable_workers_here(options: PipelineOptions) -> bool:
+    """Whether a PortableRunner job's SDK workers run on this machine: LOOPBACK (they run in the
+    launcher's process), or EXTERNAL with both the job service (--job_endpoint) and the worker pool
+    (--environment_config: host:port, or JSON with a "url") on a loopback address; the job service
+    asks the pool for workers at that address from its own machine. Flink's and Spark's runners are
+    not tested here (their job servers are jars this project does not fetch): they do not count."""
+    if str(options.view_as(StandardOptions).runner).rsplit(".", 1)[-1] != PORTABLE:
+        return False
+    portable = options.view_as(PortableOptions)
+    environment = (portable.environment_type or "").upper()
+    if environment == "LOOPBACK":
+        return True
+    if environment != "EXTERNAL":
+        return False
+    config = portable.environment_config or portable.lookup_environment_option("external_service_address") or ""
+    if config.strip().startswith("{"):
+        config = json.loads(config).get("url") or ""
+    endpoint = portable.job_endpoint or ""
+    return (endpoint == IN_PROCESS_JOB_SERVICE or _on_loopback(endpoint)) and _on_loopback(config)
+
+
+def _on_loopback(address: str) -> bool:
+    """Whether a gRPC `host:port` names this machine by a loopback name or address."""
+    host = urllib.parse.urlsplit("//" + address.strip()).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def spreads_work(options: PipelineOptions) -> bool:
@@ -321,11 +409,19 @@ def spreads_work(options: PipelineOptions) -> bool:
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     """A pipeline on the runner `options` names. The FnApiRunner gets use_state_iterables: each
     GroupByKey's values then reach its workers in pages through the state API, instead of whole
-    inside the bundle's data, where the runner holds three to four copies of them at once. Beam in
-    this process works out what it asks again and again once (pipeline.beam_lookups)."""
+    inside the bundle's data, where the runner holds three to four copies of them at once; but not
+    when it repeats bundles (--direct_runner_bundle_repeat): Beam 2.77 then gives the bundle that
+    counts a GroupByKey's values as the repeats left them, the first page only (measured: 2 of
+    1,000 values per key), so the run would be rejected. A portable job whose SDK workers a pool
+    on this machine starts gets its worker watched (pipeline.portable_workers). Beam in this
+    process works out what it asks again and again once (pipeline.beam_lookups)."""
     remember_lookups()
-    if options.view_as(StandardOptions).runner == PARALLEL:
-        return beam.Pipeline(runner=FnApiRunner(use_state_iterables=True), options=options)
+    runner = options.view_as(StandardOptions).runner
+    if runner == PARALLEL:
+        paged = not options.view_as(DirectOptions).direct_runner_bundle_repeat
+        return beam.Pipeline(runner=FnApiRunner(use_state_iterables=paged), options=options)
+    if portable_workers_here(options) and options.view_as(PortableOptions).environment_type.upper() == "EXTERNAL":
+        return beam.Pipeline(runner=WatchedPortableRunner(), options=options)
     return beam.Pipeline(options=options)
 
 

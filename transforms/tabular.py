@@ -336,7 +336,11 @@ class ReadCsvRows(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(where, "parse", problem))
                 continue
             values = tuple(row[: len(self._columns)])  # without padding past the last column
-            yield Row(where, assign_split(f"{key}:{line}", self._fractions), values)
+            yield from self._outputs(Row(where, assign_split(f"{key}:{line}", self._fractions), values), line)
+
+    def _outputs(self, row: Row, line: int):
+        """What the step outputs for a row read from line `line` of its file: the row."""
+        yield row
 
     def _other_header(self, path, header, records):
         """Every row of a file with another header is a dead letter: they are not records (a row
@@ -568,21 +572,27 @@ class EncodeRows(beam.DoFn):
 
     def process(self, row: Row, schema):
         stopping.check()
-        features = {}
-        for name, value in zip(self._columns, row.values, strict=True):
-            if value == "":
-                continue
-            try:
-                features[name] = parse_value(value, schema[name].dtype, self._decimal)
-            except ValueError as e:
-                self._errors.inc()
-                yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(row.source, "parse", f"column {name!r}: {e}"))
-                return
-        try:
-            record = Record(row.split, "", False, encode_example(features))
-        except ExampleTooLarge as e:
+        outcome = encode_row(row, self._columns, schema, self._decimal)
+        if isinstance(outcome, DeadLetter):
             self._errors.inc()
-            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(row.source, "encode", str(e)))
+            yield beam.pvalue.TaggedOutput(DEAD_LETTERS, outcome)
             return
         self._written.inc()
-        yield record
+        yield outcome
+
+
+def encode_row(row: Row, columns: Sequence[str], schema: dict[str, ColumnType], decimal: str) -> Record | DeadLetter:
+    """The row's Record, typed by `schema`, numbers read with the `decimal` sign; a dead letter
+    when a value does not fit its declared type or the Example would be too large to parse."""
+    features = {}
+    for name, value in zip(columns, row.values, strict=True):
+        if value == "":
+            continue
+        try:
+            features[name] = parse_value(value, schema[name].dtype, decimal)
+        except ValueError as e:
+            return DeadLetter(row.source, "parse", f"column {name!r}: {e}")
+    try:
+        return Record(row.split, "", False, encode_example(features))
+    except ExampleTooLarge as e:
+        return DeadLetter(row.source, "encode", str(e))

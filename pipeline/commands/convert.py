@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
         publication = FolderPublication(output, run, unattended)
         try:
             plan = make_plan(
-                config, hand_over=runs_here(beam_args), local_files=reads_local_files(runner_of(beam_args))
+                config, hand_over=runs_here(beam_args), local_files=reads_local_files(PipelineOptions(beam_args))
             )
             replacing = prepare_output(plan.output, run, config.overwrite, took_over, unattended)
             publication.prepare()

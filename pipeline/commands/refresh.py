@@ -208,7 +208,9 @@ def _refresh(
         version = next_version([*storage.children(root), previous or ""])
         publication = VersionPublication(root, version, run, keep, unattended)
         config = config.model_copy(update={"output": publication.folder, "overwrite": False})
-        plan = make_plan(config, hand_over=runs_here(beam_args), local_files=reads_local_files(runner_of(beam_args)))
+        plan = make_plan(
+            config, hand_over=runs_here(beam_args), local_files=reads_local_files(PipelineOptions(beam_args))
+        )
         manifest = previous_manifest(root, previous)
         message = unchanged_since(root, previous, manifest, plan, config) if manifest else None
         if message:

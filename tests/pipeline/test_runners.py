@@ -15,6 +15,7 @@ from apache_beam.options.pipeline_options import DebugOptions, DirectOptions, St
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipeline.runners import (
+    COMPRESSING_SHARD_BYTES,
     LEAN,
     MAX_OPEN_SHARDS,
     OPEN_SHARD_BYTES,
@@ -35,6 +36,7 @@ from pipeline.runners import (
     spreads_work,
     writes_while_reading,
 )
+from transforms.tabular_spill import bucket_memory
 
 
 def options_runner(beam_args, input_bytes=0):
@@ -68,7 +70,8 @@ def test_a_lean_run_that_writes_while_reading_is_sized_by_its_open_shards(caplog
     local = lean_held_bytes("images", shards, True, "/data/out", 10**15)
     remote = lean_held_bytes("images", shards, True, "gs://bucket/out", 10**15)
     assert local == 0 and remote == 500 * OPEN_SHARD_BYTES["gs"], "local parts get each record whole"
-    assert lean_held_bytes("csv", shards, True, "/data/out", 10**15) == 10**15, "CSV records are held"
+    tabular = lean_held_bytes("csv", shards, True, "/data/out", 10**15)
+    assert tabular == lean_held_bytes("csv", shards, True, "/data/out", 10**9) < 10**9, "rows wait on disk"
     with caplog.at_level(logging.WARNING, logger="pipeline"):
         options = pipeline_options([], input_bytes=10**15, lean_held_bytes=local)
     assert options.view_as(StandardOptions).runner == LEAN
@@ -80,6 +83,15 @@ def test_a_lean_run_that_writes_while_reading_is_sized_by_its_open_shards(caplog
     with caplog.at_level(logging.WARNING, logger="pipeline"):
         pipeline_options(["--direct_num_workers", "2"], input_bytes=10**15, lean_held_bytes=local)
     assert "run it on Dataflow" in caplog.text, "the parallel runner holds the records whatever the setting"
+
+
+def test_a_lean_tabular_run_holds_a_bucket_of_rows_and_a_stream_per_shard_or_every_row():
+    shards = {"train": 3, "validation": 1}
+    small, large = (lean_held_bytes("csv", shards, True, "/data/out", size) for size in (10**6, 10**12))
+    assert small < large == bucket_memory(10**12) + 4 * COMPRESSING_SHARD_BYTES, "up to a bucket of the spill"
+    assert lean_held_bytes("csv", shards, False, "/data/out", 10**12) == large, "whatever the image setting"
+    too_many = {"train": MAX_OPEN_SHARDS + 1}
+    assert lean_held_bytes("csv", too_many, True, "/data/out", 10**9) >= 6 * 10**9, "past them, every row is held"
 
 
 @pytest.mark.parametrize("flag", [["--direct_num_workers", "1"], ["--direct_num_workers=1"]])
@@ -312,19 +324,22 @@ def test_other_runners_read_shards_back_on_their_workers():
         assert shard_check_processes(_options(*flags), "/data/out") == 0, flags
 
 
-def test_only_the_lean_runner_writes_image_records_while_reading():
+def test_only_the_lean_runner_writes_records_while_reading():
     shards = {"train": 10, "validation": 2}
     assert writes_while_reading(_options(), "images", shards, True)
     assert writes_while_reading(_options(), "image_csv", shards, True)
     assert not writes_while_reading(_options(), "images", shards, False)
-    assert not writes_while_reading(_options(), "csv", shards, True)
-    assert not writes_while_reading(_options(), "images", {"train": MAX_OPEN_SHARDS, "validation": 1}, True)
+    assert writes_while_reading(_options(), "csv", shards, True)
+    assert writes_while_reading(_options(), "csv", shards, False), "the setting is the image kinds'"
+    for kind in ("images", "csv"):
+        assert not writes_while_reading(_options(), kind, {"train": MAX_OPEN_SHARDS, "validation": 1}, True)
     for flags in (
         ["--direct_num_workers", "2"],
         ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"],
         ["--runner", "DirectRunner"],
     ):
-        assert not writes_while_reading(_options(*flags), "images", shards, True), flags
+        for kind in ("images", "csv"):
+            assert not writes_while_reading(_options(*flags), kind, shards, True), flags
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Peak memory of local tabular runs against input size, and the estimate each run logged.
+
+Usage::
+
+    python scripts/bench_tabular_memory.py [--sizes 10,25,50] [--gb] [--baseline DIR] [--folder bench/tabular]
+
+Writes a CSV of each size (MB; `--gb` adds 1000) into `--folder` (kept for the next run: the same
+seeded rows, as the bundled sample's columns: an int id, three floats, a count, a category, a
+bool, a label), converts each with `python -m pipeline --kind csv` on the default local runner, one
+process per run, and prints per run: rows, wall time, peak RSS (of its process tree, sampled as
+scripts/benchmark.py samples it) and the peak the run logged as its estimate
+(pipeline.runners.estimated_peak), with their ratio. `--baseline DIR` runs each CSV
+through another checkout too (one made with `git archive COMMIT | tar -x -C DIR`), side by side.
+A run's time grows with its input: the default sizes take minutes, `--gb` much longer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench_measure import TreeRssSampler
+
+_LOG = logging.getLogger("bench_tabular_memory")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ESTIMATE = re.compile(r"estimated peak ([0-9.]+) GB")
+WRITTEN = re.compile(r"written (\d+)")
+HEADER = "id,x1,x2,x3,count,category,flag,label\n"
+CATEGORIES = ("alpha", "beta", "gamma", "delta")
+ROW = "{:>8} {:>10} {:>8} {:>8} {:>11} {:>11} {:>8}"
+
+
+def make_csv(path: str, megabytes: int) -> None:
+    """A CSV of at least `megabytes` MB of seeded rows, written under a temporary name first (an
+    interrupted write leaves no file of the wrong size under `path`)."""
+    rng = random.Random(megabytes)
+    target, written = megabytes * 1_000_000, len(HEADER)
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="ascii") as f:
+        f.write(HEADER)
+        row = 0
+        while written < target:
+            lines = []
+            for _ in range(10_000):
+                row += 1
+                x1, x2, x3 = (rng.gauss(0, 1) for _ in range(3))
+                lines.append(
+                    f"{row},{x1:.4f},{x2:.4f},{x3:.4f},{rng.randrange(10)},{rng.choice(CATEGORIES)},"
+                    f"{rng.choice(('true', 'false'))},{rng.randrange(3)}\n"
+                )
+            chunk = "".join(lines)
+            f.write(chunk)
+            written += len(chunk)
+    os.replace(temporary, path)
+
+
+def measured_run(checkout: str, csv_path: str, output: str) -> dict:
+    """Converts `csv_path` with the pipeline of `checkout` in a new process: its wall time, peak
+    RSS (bench_measure's sampler, as scripts/benchmark.py measures: a child's getrusage high-water
+    mark would include this process, whose memory a fork copies before the exec), logged estimate
+    and records written."""
+    command = [sys.executable, "-m", "pipeline", "--kind", "csv", "--input", csv_path, "--output", output]
+    env = dict(os.environ, PYTHONPATH=checkout)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, cwd=checkout, env=env, stdout=out, stderr=err, start_new_session=True)
+        sampler = TreeRssSampler(process.pid)
+        sampler.start()
+        code = process.wait()
+        wall = time.perf_counter() - started
+        sampler.stop()
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if code != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {code}: {stderr[-2000:]}")
+    estimate = ESTIMATE.search(stderr)
+    written = WRITTEN.search(stdout)
+    return {
+        "wall_s": wall,
+        "peak_mb": sampler.peak_kb * 1024 / 1e6,
+        "estimate_mb": float(estimate.group(1)) * 1000 if estimate else float("nan"),
+        "rows": int(written.group(1)) if written else 0,
+    }
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10,25,50", help="CSV sizes in MB, comma-separated (default 10,25,50)")
+    parser.add_argument("--gb", action="store_true", help="add a 1000 MB CSV (a long run)")
+    parser.add_argument("--baseline", help="another checkout whose pipeline converts each CSV too, side by side")
+    parser.add_argument("--folder", default=os.path.join(REPO_ROOT, "bench", "tabular"), help="where the CSVs are kept")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = parse_args(argv)
+    sizes = [int(size) for size in args.sizes.split(",") if size] + ([1000] if args.gb else [])
+    checkouts = [("this", REPO_ROOT)] + ([("baseline", os.path.abspath(args.baseline))] if args.baseline else [])
+    os.makedirs(args.folder, exist_ok=True)
+    print(ROW.format("input MB", "rows", "checkout", "wall s", "peak RSS MB", "estimate MB", "est/peak"))
+    for size in sizes:
+        folder = os.path.join(args.folder, f"{size}mb")
+        csv_path = os.path.join(folder, "table.csv")
+        if not os.path.exists(csv_path):
+            _LOG.info("writing %s", csv_path)
+            os.makedirs(folder, exist_ok=True)
+            make_csv(csv_path, size)
+        for name, checkout in checkouts:
+            output = tempfile.mkdtemp(prefix="bench-tabular-")
+            try:
+                run = measured_run(checkout, csv_path, os.path.join(output, "ds"))
+            finally:
+                shutil.rmtree(output, ignore_errors=True)
+            ratio = run["estimate_mb"] / run["peak_mb"]
+            print(
+                ROW.format(
+                    size,
+                    run["rows"],
+                    name,
+                    f"{run['wall_s']:.1f}",
+                    f"{run['peak_mb']:.0f}",
+                    f"{run['estimate_mb']:.0f}",
+                    f"{ratio:.2f}",
+                ),
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
