@@ -210,6 +210,7 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
         "compression": "gzip",
         "index": False,
         "lease_seconds": 300,
+        "listing_threads": 16,
         "image": {
             "extensions": list(IMAGE_EXTENSIONS),
             "max_pixels": 89_478_485,
