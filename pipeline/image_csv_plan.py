@@ -41,9 +41,6 @@ class RowTable:
         self.splits: dict[str, int] = {}
         self.folders: dict[str, int] = {}
 
-    def __len__(self) -> int:
-        return len(self._uris)
-
     def add(self, source: Source) -> None:
         self._uris.append(uri_digest(source.uri))
         self._labels.append(self.labels.setdefault(source.label, len(self.labels)))
@@ -53,7 +50,8 @@ class RowTable:
 
     def agreeing(self) -> Images:
         """One entry per image URI whose rows all name the same label and split (the job's
-        source), sorted by URI digest; the URIs of rows that disagree are left out."""
+        source), sorted by URI digest; the URIs of rows that disagree are left out. The rows
+        are let go (the names stay): the listing that follows holds the images instead."""
         uris = np.frombuffer(self._uris, dtype=np.uint64)
         if not len(uris):
             return Images(uris, uris, uris, uris)
@@ -66,6 +64,7 @@ class RowTable:
         runs = np.diff(np.r_[starts, len(uris)])
         same = (labels == np.repeat(labels[starts], runs)) & (splits == np.repeat(splits[starts], runs))
         kept = starts[np.logical_and.reduceat(same, starts)]
+        self._uris, self._labels, self._splits, self._folders = array("Q"), array("I"), array("H"), array("I")
         return Images(uris[kept], labels[kept], splits[kept], folders[kept])
 
 
