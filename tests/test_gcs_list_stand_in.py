@@ -88,8 +88,12 @@ def test_a_changed_object_lists_and_stats_anew_and_no_other_does(monkeypatch):
 
 
 def test_counters_see_list_requests_in_flight_at_once(monkeypatch):
-    with ListStandIn(PAGE_SIZE * 4, 4, page_latency=0.5) as gcs:
+    with ListStandIn(PAGE_SIZE * 4, 4) as gcs:
         clients = [client(gcs, monkeypatch) for _ in range(4)]  # a client per thread, as the pipeline has
+        for each in clients:  # connected and set up before the pages are held back
+            assert not list(each.list_blobs("bench", prefix="nothing/"))
+        gcs.reset()
+        gcs.page_latency = 3.0  # long enough that a loaded machine starts all four before one ends
         together = threading.Barrier(len(clients))
         listed = [0] * len(clients)
 
@@ -107,6 +111,7 @@ def test_counters_see_list_requests_in_flight_at_once(monkeypatch):
         assert (gcs.list_requests, gcs.max_lists_in_flight) == (4, 4)
 
         gcs.reset()
+        gcs.page_latency = 0.0
         assert sum(1 for _ in clients[0].list_blobs("bench", page_size=2 * PAGE_SIZE)) == 4 * PAGE_SIZE
         assert (gcs.list_requests, gcs.max_lists_in_flight) == (4, 1)  # maxResults is capped at 1,000
 
