@@ -42,12 +42,13 @@ import hashlib
 import http.client
 import json
 import re
-import sys
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from tests.loopback_server import LoopbackServer
 
 __all__ = ["FAULT_KINDS", "FaultProxy"]
 
@@ -81,7 +82,7 @@ def _unit(*parts: object) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-class FaultProxy:
+class FaultProxy(LoopbackServer):
     """The proxy server, run on a daemon thread; a context manager.
 
     Args:
@@ -111,7 +112,8 @@ class FaultProxy:
         parts = urlsplit(upstream)
         self.upstream, self.upstream_url = (parts.hostname, parts.port or 80), upstream.rstrip("/")
         self.seed, self.rate, self.max_faults, self.window_s = seed, rate, max_faults, window_s
-        self.kinds, self.host, self.preconditions = tuple(kinds), host, preconditions
+        super().__init__(_Handler, host, "fault-proxy")
+        self.kinds, self.preconditions = tuple(kinds), preconditions
         self._lock = threading.Lock()
         self._conditional = threading.Lock()  # one request with preconditions at a time
         self.refused: list[tuple[str, str]] = []  # (method, target) answered 412
@@ -123,34 +125,6 @@ class FaultProxy:
         self.upstream_errors = 0
         # The faults injected: (seconds since the first request, kind, method, target).
         self.log: list[tuple[float, str, str, str]] = []
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ----------------------------------------------------------
-
-    def start(self) -> FaultProxy:
-        self._server = _Server((self.host, 0), _Handler)  # port 0: a free port, no race
-        self._server.proxy = self
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
 
     @property
     def counts(self) -> dict[str, int]:
@@ -198,17 +172,6 @@ class FaultProxy:
                     break
 
 
-class _Server(ThreadingHTTPServer):
-    """One thread per connection; clients resetting idle keep-alive connections is not an error."""
-
-    daemon_threads = True
-    proxy: FaultProxy
-
-    def handle_error(self, request, client_address) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
 class _Handler(BaseHTTPRequestHandler):
     """One client connection: HTTP/1.1 with keep-alive, as google-cloud-storage's pool expects."""
 
@@ -219,7 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # quiet: tests read `proxy.log` instead
 
     def _relay(self) -> None:
-        proxy: FaultProxy = self.server.proxy
+        proxy: FaultProxy = self.server.owner
         body = self._read_body()  # always read in full, so a fault never leaves bytes on the socket
         checks = _preconditions(self.command, self.path, body) if proxy.preconditions else []
         if checks:
@@ -240,7 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._forward_and_send(body, kind)
 
     def _forward_and_send(self, body: bytes | None, kind: str | None = None) -> None:
-        proxy: FaultProxy = self.server.proxy
+        proxy: FaultProxy = self.server.owner
         try:
             status, reason, headers, payload = self._forward(body)
         except OSError as e:  # the emulator itself failed: not an injected fault, tell the client
@@ -257,7 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _generation(self, bucket: str, name: str) -> int:
         """The object's current generation at the emulator; 0 when there is none."""
-        conn = http.client.HTTPConnection(*self.server.proxy.upstream, timeout=120)
+        conn = http.client.HTTPConnection(*self.server.owner.upstream, timeout=120)
         try:
             conn.request("GET", f"/storage/v1/b/{bucket}/o/{quote(name, safe='')}")
             resp = conn.getresponse()
@@ -286,7 +249,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _forward(self, body: bytes | None) -> tuple[int, str, list[tuple[str, str]], bytes]:
         """Send the request to the emulator on a fresh connection; the whole reply."""
-        conn = http.client.HTTPConnection(*self.server.proxy.upstream, timeout=120)
+        conn = http.client.HTTPConnection(*self.server.owner.upstream, timeout=120)
         try:
             conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
             for name, value in self.headers.items():
@@ -310,7 +273,7 @@ class _Handler(BaseHTTPRequestHandler):
         """The emulator's address replaced by the proxy's, in a header (``Location``) or a JSON or
         batch reply: an object's ``mediaLink`` is fixed when it is written, so objects written
         straight to the emulator (test set-up) would otherwise be downloaded around the proxy."""
-        upstream, url = self.server.proxy.upstream_url, self.server.proxy.url
+        upstream, url = self.server.owner.upstream_url, self.server.owner.url
         if isinstance(value, bytes):
             return value.replace(upstream.encode(), url.encode())
         return value.replace(upstream, url)

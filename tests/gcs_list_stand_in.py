@@ -35,11 +35,12 @@ import datetime
 import json
 import os
 import re
-import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from tests.loopback_server import LoopbackServer
 
 __all__ = ["ListStandIn", "PAGE_SIZE"]
 
@@ -51,7 +52,7 @@ _ANSWERED = frozenset(("prefix", "delimiter", "maxResults", "pageToken", "fields
 _ITEM_FIELDS = re.compile(r"items\(([^)]*)\)")
 
 
-class ListStandIn:
+class ListStandIn(LoopbackServer):
     """The server, on a daemon thread; a context manager.
 
     Args:
@@ -74,7 +75,8 @@ class ListStandIn:
         if not 1 <= folders <= max(objects, 1):
             raise ValueError(f"folders must be from 1 to objects ({objects}), got {folders}")
         self.objects, self.folders, self.bucket, self.root = objects, folders, bucket, root.strip("/")
-        self.page_latency, self.host = page_latency, host
+        super().__init__(_Handler, host, "gcs-list-stand-in")
+        self.page_latency = page_latency
         self._folder_digits = max(4, len(str(folders - 1)))
         self._index_digits = max(7, len(str(max(objects - 1, 0))))
         self._versions: dict[int, int] = {}  # index -> times changed
@@ -82,32 +84,6 @@ class ListStandIn:
         self._in_flight = 0
         self.list_requests = 0
         self.max_lists_in_flight = 0
-        self._server: _Server | None = None
-
-    # -- lifecycle ----------------------------------------------------------
-
-    def start(self) -> ListStandIn:
-        self._server = _Server((self.host, 0), _Handler)  # port 0: a free port, no race
-        self._server.stand_in = self
-        threading.Thread(target=self._server.serve_forever, name="gcs-list-stand-in", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> ListStandIn:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
 
     @property
     def env(self) -> dict[str, str]:
@@ -267,17 +243,6 @@ def _error(code: int, message: str) -> dict:
     return {"error": {"code": code, "message": message, "errors": [{"message": message, "reason": "invalid"}]}}
 
 
-class _Server(ThreadingHTTPServer):
-    """One thread per connection; clients resetting idle keep-alive connections is not an error."""
-
-    daemon_threads = True
-    stand_in: ListStandIn
-
-    def handle_error(self, request, client_address) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
 class _Handler(BaseHTTPRequestHandler):
     """One client connection: HTTP/1.1 with keep-alive, as google-cloud-storage's pool expects."""
 
@@ -289,7 +254,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        gcs: ListStandIn = self.server.stand_in
+        gcs: ListStandIn = self.server.owner
         url = urlsplit(self.path)
         query = parse_qs(url.query, keep_blank_values=True)
         parts = url.path.removeprefix("/download").split("/")  # '', storage, v1, b, bucket[, o[, name]]
