@@ -1,6 +1,6 @@
 """Packaging. Also the `--setup_file` Dataflow workers install: worker dependencies only, so no
 TensorFlow on workers. TensorFlow comes with the `tf` extra (`inspect --verify`,
-`--contact_sheet`, the trainer: pipeline.contract.tf_import names it when it is missing); the
+`--contact_sheet`, the trainer: core.contract.tf_import names it when it is missing); the
 `test` and `bench` extras are for developers.
 
 Console commands: `tfrecord-pipeline` (= `python -m pipeline`: convert, inspect, refresh) and
@@ -25,12 +25,12 @@ setuptools.setup(
     version=VERSION,
     description="Batch conversion of images and CSV files to sharded GZIP TFRecords on Apache Beam",
     packages=setuptools.find_packages(
-        include=["pipeline", "pipeline.*", "transforms", "transforms.*", "trainer", "trainer.*"]
+        include=["core", "core.*", "pipeline", "pipeline.*", "transforms", "transforms.*", "trainer", "trainer.*"]
     ),
     python_requires=">=3.10",
     install_requires=[
         "apache-beam[gcp]==2.77.0",
-        "google-cloud-storage>=2.18.2,<4",  # conditional writes (leases): pipeline/storage.py; as Beam's [gcp] pins it
+        "google-cloud-storage>=2.18.2,<4",  # conditional writes (leases): core/storage.py; as Beam's [gcp] pins it
         "google-crc32c>=1.6,<2",  # TFRecord CRCs when reading shards back: pipeline/tfrecord_reader.py
         "isal>=1.7,<2",  # ISA-L gzip for Beam's GZIP writes: transforms/gzip_codec.py
         "xxhash>=3.4,<4",  # sources with the same bytes: transforms/same_content.py

@@ -15,6 +15,7 @@ ENV PIPELINE_COMMAND=${COMMAND}
 
 WORKDIR /template
 COPY setup.py ./
+COPY core/ core/
 COPY pipeline/ pipeline/
 COPY transforms/ transforms/
 COPY configs/ configs/

@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Training job image: TensorFlow and the trainer (python -m trainer --data ROOT_OR_DATASET ...).
-# The trainer follows ROOT/LATEST (pipeline.contract.versions.resolve_dataset). From the pipeline it
-# needs only the dataset contract (pipeline/contract/, plain Python), so no Beam is installed.
+# The trainer follows ROOT/LATEST (core.contract.versions.resolve_dataset). From the job it
+# needs only the dataset contract (core/contract/, plain Python), so no Beam is installed.
 # VARIANT picks the TensorFlow build, nothing else differs:
 #   cpu  tensorflow                      (tests, small runs)
 #   gpu  tensorflow[and-cuda]            (CUDA/cuDNN from pip wheels; needs the host's NVIDIA driver)
@@ -23,10 +23,10 @@ RUN case "${VARIANT}" in \
     esac
 
 WORKDIR /app
-COPY pipeline/__init__.py pipeline/
-COPY pipeline/contract/ pipeline/contract/
+COPY core/__init__.py core/
+COPY core/contract/ core/contract/
 COPY trainer/ trainer/
 ENV PYTHONPATH=/app PYTHONUNBUFFERED=1
-RUN python -c "import tensorflow as tf, trainer.train, pipeline.contract.versions; assert tf.__version__ == '${TENSORFLOW_VERSION}', tf.__version__"
+RUN python -c "import tensorflow as tf, trainer.train, core.contract.versions; assert tf.__version__ == '${TENSORFLOW_VERSION}', tf.__version__"
 
 ENTRYPOINT ["python", "-m", "trainer"]

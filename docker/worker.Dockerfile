@@ -8,12 +8,13 @@ FROM apache/beam_python3.11_sdk:2.77.0
 
 WORKDIR /opt/tfrecord-pipeline
 COPY setup.py ./
+COPY core/ core/
 COPY pipeline/ pipeline/
 COPY transforms/ transforms/
 # The base image already holds apache-beam[gcp]==2.77.0 (setup.py's pin): pip keeps it and adds the
 # rest of install_requires.
 RUN pip install --no-cache-dir . \
- && python -c "import apache_beam, pipeline, transforms; assert apache_beam.__version__ == '2.77.0', apache_beam.__version__" \
+ && python -c "import apache_beam, core, pipeline, transforms; assert apache_beam.__version__ == '2.77.0', apache_beam.__version__" \
  && if python -c "import tensorflow" 2>/dev/null; then echo "TensorFlow must not be installed on workers" >&2; exit 1; fi
 WORKDIR /
 

@@ -7,7 +7,7 @@ import dataclasses
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
-from pipeline import storage
+from core import storage
 from pipeline.config import Config, to_dict
 from pipeline.planning import Plan
 from pipeline.publish import Publication, PublishManifest, RunSettings

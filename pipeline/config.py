@@ -23,11 +23,11 @@ import pydantic
 import pydantic.dataclasses
 from pydantic import Field, Strict
 
-from pipeline.contract.features import DEFAULT_IMAGE_KEYS
-from pipeline.contract.manifest import KINDS
+from core.contract.features import DEFAULT_IMAGE_KEYS
+from core.contract.manifest import KINDS
+from core.local_files import NotYaml, load_yaml
 from pipeline.flags import CONVERT_FLAGS
 from pipeline.lease import LEASE_SECONDS
-from pipeline.local_files import NotYaml, load_yaml
 from pipeline.sharding import MAX_SHARD_MIB, MAX_SHARDS, ShardConfig
 from transforms.csv_dialect import AUTO
 from transforms.image_check import ALPHA_MODES, DEFAULT_MAX_PIXELS, Encoding, max_pixels_limit

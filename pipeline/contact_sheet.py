@@ -9,10 +9,10 @@ import math
 
 from PIL import Image, ImageDraw, ImageFont
 
-from pipeline import storage
-from pipeline.contract.features import parse_spec
-from pipeline.contract.layout import join
-from pipeline.contract.manifest import Manifest
+from core import storage
+from core.contract.features import parse_spec
+from core.contract.layout import join
+from core.contract.manifest import Manifest
 from pipeline.tfrecord_reader import RecordError, read_records
 from pipeline.verify import import_tensorflow, rows_of
 

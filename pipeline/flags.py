@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pipeline.contract.manifest import KINDS
+from core.contract.manifest import KINDS
 
 _SHARDING_KEYS = ("num_shards", "reader_hosts", "target_shard_mib")
 INSTALLED_COMMAND = "tfrecord-pipeline"  # setup.py's console script

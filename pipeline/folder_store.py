@@ -3,7 +3,7 @@ reader always finds either the previous complete dataset or the new one, and no 
 are ever touched.
 
     OUTPUT/manifest.json                 the commit point: the dataset is what it names
-    OUTPUT/<split>-SSSSS-of-NNNNN.tfrecord.gz, errors-00000-of-00001.jsonl (pipeline.contract.layout)
+    OUTPUT/<split>-SSSSS-of-NNNNN.tfrecord.gz, errors-00000-of-00001.jsonl (core.contract.layout)
     OUTPUT/.staging-<run>/               everything a run writes until it commits: names only it uses
     OUTPUT/.lease                        the run writing now (pipeline.lease)
 
@@ -28,8 +28,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from pipeline import storage
-from pipeline.contract.layout import (
+from core import storage
+from core.contract.layout import (
     MANIFEST_NAME,
     REJECTED_MANIFEST_NAME,
     SHARD_PARTS_FOLDER,
@@ -37,7 +37,7 @@ from pipeline.contract.layout import (
     join,
     temporary_of,
 )
-from pipeline.contract.manifest import Manifest, ManifestError, read_rejected_manifest
+from core.contract.manifest import Manifest, ManifestError, read_rejected_manifest
 from pipeline.lease import LEASE_NAME, Fence
 from pipeline.publish import reader_metadata, report_rejection, write_rejection
 

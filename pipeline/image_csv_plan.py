@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 from apache_beam.io.filesystem import FileMetadata
 
-from pipeline import storage
+from core import storage
 from pipeline.listing_digest import ListingDigest
 from transforms.outcomes import Source
 from transforms.sources import bucket_missing

@@ -6,11 +6,11 @@ import logging
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 
-from pipeline import storage
+from core import storage
+from core.contract.layout import MANIFEST_NAME, join
+from core.contract.manifest import Manifest
 from pipeline.build import build_pipeline
 from pipeline.config import Config
-from pipeline.contract.layout import MANIFEST_NAME, join
-from pipeline.contract.manifest import Manifest
 from pipeline.lease import Unfinished
 from pipeline.planning import Plan
 from pipeline.publish import Publication

@@ -5,7 +5,7 @@ stale and is taken over with a warning (the caller then removes what that run le
 How long a lease lasts is the `lease_seconds` setting: a run stalled longer than that (a suspended
 laptop or VM) may be taken over.
 
-Creation, renewal and release are conditional writes (pipeline.storage): GCS preconditions on the
+Creation, renewal and release are conditional writes (core.storage): GCS preconditions on the
 object generation, `O_EXCL` and an flock locally.
 
 A lease is only as good as the check before each write that matters (fencing): a run touches the
@@ -26,8 +26,8 @@ import os
 import socket
 import threading
 
-from pipeline import storage
-from pipeline.contract.layout import is_remote, join
+from core import storage
+from core.contract.layout import is_remote, join
 
 _LOG = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import logging
 
-from pipeline import storage
-from pipeline.contract.layout import is_dataset_file
-from pipeline.contract.manifest import ManifestError, read_rejected_manifest
+from core import storage
+from core.contract.layout import is_dataset_file
+from core.contract.manifest import ManifestError, read_rejected_manifest
 from pipeline.folder_store import committed_manifest, leftovers, remove
 from pipeline.lease import Fence, Holder
 

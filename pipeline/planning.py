@@ -24,13 +24,13 @@ import zlib
 
 import numpy as np
 
-from pipeline import storage
+from core import storage
+from core.contract.layout import GZIP, ShardedFileTemplate, record_files
+from core.contract.manifest import Listing
+from core.local_files import NotARegularFile
 from pipeline.config import Config, CsvConfig
-from pipeline.contract.layout import GZIP, ShardedFileTemplate, record_files
-from pipeline.contract.manifest import Listing
 from pipeline.image_csv_plan import RowTable, found_images, names_of
 from pipeline.listing_digest import ListingDigest
-from pipeline.local_files import NotARegularFile
 from pipeline.sharding import shard_count
 from transforms import listing_handover
 from transforms.csv_dialect import CsvDialect, DialectError

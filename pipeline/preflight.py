@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 
-from pipeline import storage
+from core import storage
+from core.local_files import dangling, not_regular
 from pipeline.lease import Holder, Lease
-from pipeline.local_files import dangling, not_regular
 
 
 class PreflightError(ValueError):

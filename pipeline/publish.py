@@ -16,10 +16,10 @@ from typing import Protocol
 import apache_beam as beam
 
 import pipeline
-from pipeline import storage
-from pipeline.contract.features import IMAGE_KEY_DTYPES
-from pipeline.contract.layout import INDEX_SUFFIX, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, join
-from pipeline.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
+from core import storage
+from core.contract.features import IMAGE_KEY_DTYPES
+from core.contract.layout import INDEX_SUFFIX, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, join
+from core.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
 from pipeline.label_map import (
     alike_labels_warnings,
     empty_labels_warnings,
@@ -43,7 +43,7 @@ class Publication(Protocol):
     job; `prepare`, `rejected` and `clean_up_failed` run on the launcher."""
 
     folder: str  # the run's own folder, where the job writes its shards and error report
-    run: str  # the run's name (pipeline.contract.versions.new_run), recorded in the manifest
+    run: str  # the run's name (core.contract.versions.new_run), recorded in the manifest
 
     def prepare(self) -> None:
         """Makes the run's own folder, before the job runs."""

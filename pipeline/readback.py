@@ -13,7 +13,7 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from pipeline.contract.layout import ShardedFileTemplate, join
+from core.contract.layout import ShardedFileTemplate, join
 from pipeline.planning import Plan
 from pipeline.shard_check import ShardCount, count_shard, count_shards
 from transforms import stopping

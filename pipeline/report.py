@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 
-from pipeline import storage
-from pipeline.contract.layout import join
-from pipeline.contract.manifest import Counts, Manifest
+from core import storage
+from core.contract.layout import join
+from core.contract.manifest import Counts, Manifest
 
 FIRST_ERRORS_SHOWN = 5
 _COMPRESSION_NAMES = {"GZIP": "GZIP", "NONE": "uncompressed"}

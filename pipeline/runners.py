@@ -73,10 +73,10 @@ from apache_beam.runners.direct.direct_runner import DirectPipelineResult
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.utils import thread_pool_executor
 
+from core.contract.manifest import IMAGE_KINDS
+from core.storage import is_remote
 from pipeline.beam_lookups import remember_lookups
-from pipeline.contract.manifest import IMAGE_KINDS
 from pipeline.portable_workers import WatchedPortableRunner
-from pipeline.storage import is_remote
 from transforms import stopping
 from transforms.convert_pool import usable_cores
 from transforms.gzip_choice import SAMPLE_BYTES

@@ -1,7 +1,7 @@
 """One shard read back: the records it holds, or why it cannot be read, and with `index` its record
 index written beside it (pipeline.readback compares the counts with what the job produced).
 
-Without Beam for local shards (remote ones load pipeline.storage when one is read), so that a
+Without Beam for local shards (remote ones load core.storage when one is read), so that a
 local run reads its shards back in processes of its own, all at once (`count_shards`, which
 runs this module as `python -m pipeline.shard_check`), instead of one after another on the
 runner's one thread.
@@ -16,9 +16,9 @@ import subprocess
 import sys
 
 import pipeline
-from pipeline import local_writes
-from pipeline.contract.layout import INDEX_SUFFIX, is_remote
-from pipeline.tfrecord_framing import FRAMING_BYTES
+from core import local_writes
+from core.contract.layout import INDEX_SUFFIX, is_remote
+from core.tfrecord_framing import FRAMING_BYTES
 from pipeline.tfrecord_reader import RecordError, read_framed_records
 
 # Where `pipeline` is imported from, for the processes (a checkout or site-packages).
@@ -59,7 +59,7 @@ def count_shard(path: str, compression: str, index: bool) -> ShardCount:
 
 def _exists(path: str) -> bool:
     if is_remote(path):
-        from pipeline import storage  # Beam: only for remote shards (module docstring)
+        from core import storage  # Beam: only for remote shards (module docstring)
 
         return storage.exists(path)
     return os.path.exists(path)
@@ -67,7 +67,7 @@ def _exists(path: str) -> bool:
 
 def _write_text(path: str, text: str) -> None:
     if is_remote(path):
-        from pipeline import storage  # Beam: only for remote shards (module docstring)
+        from core import storage  # Beam: only for remote shards (module docstring)
 
         storage.write_bytes(path, text.encode(), "text/plain")
         return

@@ -8,7 +8,7 @@ import math
 
 MIB = 1 << 20
 # The most shards a split can have: shard names hold 5 digits (`train-SSSSS-of-NNNNN`,
-# pipeline.contract.layout.ShardedFileTemplate).
+# core.contract.layout.ShardedFileTemplate).
 MAX_SHARDS = 99_999
 # The largest shard size that may be asked for: a TiB (GCS holds objects of up to 5 TiB).
 MAX_SHARD_MIB = 1 << 20

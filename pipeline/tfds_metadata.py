@@ -26,7 +26,7 @@ How the manifest maps onto TFDS:
   encoded, as in the shards, since a TFDS `Image` would decode and fix the channels). An optional
   feature (required=False) is `Tensor(optional=True)`: where a record lacks it TFDS reads its
   sentinel, b"" for strings, the dtype's minimum for numbers (int64 -2**63, float32 -3.4028235e38),
-  not the 0 that `pipeline.contract.features.MISSING_VALUES` fills in.
+  not the 0 that `core.contract.features.MISSING_VALUES` fills in.
 - The image label is a `ClassLabel` named by `label_map` (so `info.features[...].int2str(i)` is
   the class name) only while that is exact: the label is an int64 scalar holding the 0-based index
   into `label_map`. When the manifest gives the label an offset (`label_offset`, e.g. 1 for
@@ -40,8 +40,8 @@ from __future__ import annotations
 import json
 import re
 
-from pipeline.contract.layout import TFDS_LABELS_SUFFIX, TFDS_METADATA_FILES, UNCOMPRESSED, record_files
-from pipeline.contract.manifest import FeatureSpec, Manifest
+from core.contract.layout import TFDS_LABELS_SUFFIX, TFDS_METADATA_FILES, UNCOMPRESSED, record_files
+from core.contract.manifest import FeatureSpec, Manifest
 
 DATASET_INFO_NAME, FEATURES_NAME = TFDS_METADATA_FILES
 LABELS_SUFFIX = TFDS_LABELS_SUFFIX

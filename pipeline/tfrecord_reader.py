@@ -3,7 +3,7 @@ TensorFlow's reader checks (the GZIP stream, each record's framing and both CRCs
 a file breaks: the record number and the reason. A length field is trusted no further than
 MAX_EXAMPLE_BYTES, and a payload is read CHUNK_BYTES at a time, so a length the file does not back
 is "truncated" without the claimed size ever being allocated. Plain Python, so it runs without
-TensorFlow, and without Beam for local files (remote ones load pipeline.storage when one is read),
+TensorFlow, and without Beam for local files (remote ones load core.storage when one is read),
 so a local run reads its shards back in processes of its own (pipeline.shard_check).
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 from isal import igzip_lib  # inflates faster than zlib (README, Performance)
 
-from pipeline.contract.layout import GZIP, is_remote
-from pipeline.tfrecord_framing import FRAMING_BYTES, MAX_EXAMPLE_BYTES, masked_crc32c
+from core.contract.layout import GZIP, is_remote
+from core.tfrecord_framing import FRAMING_BYTES, MAX_EXAMPLE_BYTES, masked_crc32c
 
 CHUNK_BYTES = 1 << 20
 
@@ -68,7 +68,7 @@ def read_framed_records(path: str, compression: str = GZIP) -> Iterator[tuple[in
 
 def _open(path: str):
     if is_remote(path):
-        from pipeline import storage  # Beam: only for remote shards (module docstring)
+        from core import storage  # Beam: only for remote shards (module docstring)
 
         return storage.open_binary(path)
     return open(path, "rb")

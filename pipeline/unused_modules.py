@@ -25,8 +25,8 @@ import importlib.abc
 import logging
 import sys
 
+from core.local_files import load_yaml
 from pipeline.flags import COMMAND_FLAGS, DEBUG_FLAG
-from pipeline.local_files import load_yaml
 
 CLOUD_PACKAGES = ("apache_beam.io.gcp", "google.cloud", "apitools")
 INTEGRATION_PACKAGES = ("pandas", "pyarrow", "pymongo", "bson")  # bson: pymongo's

@@ -16,13 +16,13 @@ import dataclasses
 import json
 import logging
 
-from pipeline import storage
-from pipeline.contract import tf_import
-from pipeline.contract.features import parse_spec
-from pipeline.contract.layout import join, record_files
-from pipeline.contract.manifest import Manifest
+from core import storage
+from core.contract import tf_import
+from core.contract.features import parse_spec
+from core.contract.layout import join, record_files
+from core.contract.manifest import Manifest
+from core.tfrecord_framing import FRAMING_BYTES
 from pipeline.shard_check import index_text
-from pipeline.tfrecord_framing import FRAMING_BYTES
 from pipeline.tfrecord_reader import RecordError, read_framed_records
 
 _LOG = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ ROOT/LATEST), rejecting an untrusted one, retention, and cleaning up after a fai
 launch, whose launcher does not wait for the job); it imports no command code, as a worker
 unpickles it. It writes LATEST and deletes versions only inside the run's lease Fence
 (pipeline.lease): a run that lost the lease touches nothing. A version folder that is a link is
-reported and left alone. Names and LATEST parsing: pipeline.contract.
+reported and left alone. Names and LATEST parsing: core.contract.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import dataclasses
 import datetime
 import logging
 
-from pipeline import storage
-from pipeline.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join
-from pipeline.contract.manifest import Manifest, ManifestError, read_rejected_manifest
-from pipeline.contract.versions import LATEST_NAME, is_version, read_pointer, version_time
+from core import storage
+from core.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join
+from core.contract.manifest import Manifest, ManifestError, read_rejected_manifest
+from core.contract.versions import LATEST_NAME, is_version, read_pointer, version_time
 from pipeline.lease import Fence
 from pipeline.publish import reader_metadata, report_rejection, write_rejection
 from transforms.counting import counter

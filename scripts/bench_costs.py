@@ -13,8 +13,8 @@ import zlib
 from isal import isal_zlib
 from PIL import Image
 
+from core.tfrecord_framing import framed
 from pipeline.config import ImageConfig
-from pipeline.tfrecord_framing import framed
 from pipeline.tfrecord_reader import read_records
 from transforms.gzip_choice import CODEC, STORED
 from transforms.image_check import check_image

@@ -2,7 +2,7 @@
 its own timed subprocess, and the untimed `count` worker that checks an output folder.
 
 A subprocess' wall-clock time includes its imports, so each worker imports what its variant needs
-inside its own function. pipeline.contract, which every variant imports, uses neither Beam nor
+inside its own function. core.contract, which every variant imports, uses neither Beam nor
 TensorFlow; the floors import only the pipeline's own per-image code (transforms.image_check,
 transforms.example_proto), which uses neither either.
 """
@@ -70,8 +70,8 @@ def worker_serial_tf(items, dest) -> dict:
     """The TensorFlow tutorials' serial loop, writing one GZIP TFRecord file."""
     import tensorflow as tf
 
-    from pipeline.contract.features import DEFAULT_IMAGE_KEYS
-    from pipeline.contract.layout import GZIP, record_files
+    from core.contract.features import DEFAULT_IMAGE_KEYS
+    from core.contract.layout import GZIP, record_files
 
     t0 = time.perf_counter()
     ids = _label_ids(items)
@@ -93,8 +93,8 @@ def worker_plain_beam(items, dest) -> dict:
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipeline.contract.features import DEFAULT_IMAGE_KEYS
-    from pipeline.contract.layout import GZIP, record_files
+    from core.contract.features import DEFAULT_IMAGE_KEYS
+    from core.contract.layout import GZIP, record_files
 
     importlib.import_module("tensorflow")  # before the clock starts, as in the other variants
 
@@ -135,7 +135,7 @@ def worker_plain_beam(items, dest) -> dict:
 
 def _floor_settings(items, compression: str):
     """The conversion settings of a default pipeline run on `items` (the labels sorted, as planned)."""
-    from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+    from core.contract.features import DEFAULT_IMAGE_KEYS
     from transforms.image_check import DEFAULT_MAX_PIXELS
     from transforms.image_convert import ImageSettings
 
@@ -150,8 +150,8 @@ def floor_chunk(task: tuple[int, list], settings, dest: str) -> dict:
     of the necessary work): the pieces in one, records worth deflating (which the pipeline's
     bundle writes as one stream per shard) as one stream in another; its tally of records, errors
     and GZIP bytes."""
-    from pipeline.contract.layout import record_files
-    from pipeline.tfrecord_framing import framed
+    from core.contract.layout import record_files
+    from core.tfrecord_framing import framed
     from transforms.gzip_choice import CODEC
     from transforms.gzip_pieces import HEADER, Piece, PieceLedger, closing
     from transforms.image_convert import ImageConverter
@@ -195,7 +195,7 @@ def worker_floor(items, corpus: str, dest: str) -> dict:
     import functools
     import multiprocessing
 
-    from pipeline.contract.layout import GZIP
+    from core.contract.layout import GZIP
     from transforms.convert_pool import usable_cores
     from transforms.outcomes import Source
 
@@ -220,8 +220,8 @@ def worker_runner_only(items, corpus: str, dest: str) -> dict:
     the read-back). Its output is a verified dataset of that one record, repeated. The conversion
     runs in the pipeline's own process (`image.local_processes: 0`, as on one core), where the
     replacement applies."""
+    from core.contract.layout import UNCOMPRESSED
     from pipeline.cli import main
-    from pipeline.contract.layout import UNCOMPRESSED
     from transforms import image_convert
     from transforms.outcomes import Record, Source
 
@@ -248,8 +248,8 @@ def _read_text(path: str) -> str | None:
 def _output_files(dest: str, result: dict) -> list[str]:
     """The record files of an output folder: the shards its manifest lists (whose counts go into
     `result`) or, without a manifest (the script variants write none), every record file in it."""
-    from pipeline.contract.layout import GZIP, join, record_files
-    from pipeline.contract.manifest import ManifestNotFoundError, read_manifest
+    from core.contract.layout import GZIP, join, record_files
+    from core.contract.manifest import ManifestNotFoundError, read_manifest
 
     try:
         manifest = read_manifest(dest, _read_text)

@@ -8,8 +8,8 @@ import pathlib
 
 import tensorflow as tf
 
-from pipeline.contract.features import parse_spec
-from pipeline.contract.manifest import Manifest, ManifestRejectedError, read_manifest, read_rejected_manifest
+from core.contract.features import parse_spec
+from core.contract.manifest import Manifest, ManifestRejectedError, read_manifest, read_rejected_manifest
 
 
 def _read_text(path: str) -> str | None:

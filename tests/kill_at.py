@@ -4,7 +4,7 @@ time (1-based), as a crash or `kill -9` would at that point: no clean-up, no `fi
 release. With `--interrupt` first, each target sends a SIGINT (a Ctrl-C) instead, and the run goes on.
 
 The local runner runs the job in this process, so any function of the pipeline, in the launcher or
-in the job, is a kill point (e.g. `pipeline.storage:copy 2`: halfway through a promotion).
+in the job, is a kill point (e.g. `core.storage:copy 2`: halfway through a promotion).
 """
 
 from __future__ import annotations

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from PIL import Image
 
+from core.contract.features import source_id
+from core.contract.layout import GZIP
+from core.contract.manifest import read_manifest
+from core.tfrecord_framing import masked_crc32c
 from pipeline.config import Config
-from pipeline.contract.features import source_id
-from pipeline.contract.layout import GZIP
-from pipeline.contract.manifest import read_manifest
-from pipeline.tfrecord_framing import masked_crc32c
 from pipeline.tfrecord_reader import read_records
 from transforms.example_proto import Example
 from transforms.outcomes import Source

@@ -17,12 +17,12 @@ from apache_beam.io.filesystem import FileMetadata
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from core.contract.layout import record_files
+from core.local_files import MAX_YAML_BYTES, MAX_YAML_NODES, NotYaml, parse_yaml
 from pipeline.cli import main
 from pipeline.commands.convert import parser
 from pipeline.config import Config, ConfigError, load_config
-from pipeline.contract.layout import record_files
 from pipeline.flags import config_overrides
-from pipeline.local_files import MAX_YAML_BYTES, MAX_YAML_NODES, NotYaml, parse_yaml
 from pipeline.sharding import MAX_SHARD_MIB, MAX_SHARDS, ShardConfig, shard_count
 from tests.alarm import alarm
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split

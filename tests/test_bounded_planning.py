@@ -16,7 +16,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import planning, storage
+from core import storage
+from pipeline import planning
 from pipeline.config import load_config
 from pipeline.listing_digest import ListingDigest
 from pipeline.planning import make_plan

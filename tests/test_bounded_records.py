@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.tfrecord_framing import MAX_EXAMPLE_BYTES, framed, masked_crc32c
 from pipeline.cli import main as pipeline_main
-from pipeline.tfrecord_framing import MAX_EXAMPLE_BYTES, framed, masked_crc32c
 from pipeline.tfrecord_reader import RecordError, read_framed_records
 from tests.trainer.conftest import SAMPLE, converted
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.contract import versions
+from core.contract.versions import LATEST_NAME, is_version, new_version, next_version, version_time
 from pipeline.cli import main
-from pipeline.contract import versions
-from pipeline.contract.versions import LATEST_NAME, is_version, new_version, next_version, version_time
 from pipeline.readback import CountShardRecords
 from tests.test_publication import SAMPLE, photos, whole_dataset
 

@@ -16,10 +16,10 @@ import sys
 import pytest
 import tensorflow as tf
 
+from core.contract.layout import INDEX_SUFFIX
+from core.tfrecord_framing import masked_crc32c
 from pipeline.cli import main
 from pipeline.commands import inspect
-from pipeline.contract.layout import INDEX_SUFFIX
-from pipeline.tfrecord_framing import masked_crc32c
 from pipeline.tfrecord_reader import RecordError, read_records
 from tests.dataset_reader import load_manifest, load_rejected, read_split
 from tests.test_publication import photos, whole_dataset

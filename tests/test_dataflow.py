@@ -23,11 +23,11 @@ from apache_beam.internal import pickler
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
+from core.contract.versions import LATEST_NAME
 from pipeline.build import build_pipeline
 from pipeline.cli import main
 from pipeline.commands import dataflow as dataflow_command
 from pipeline.config import load_config
-from pipeline.contract.versions import LATEST_NAME
 from pipeline.dataflow.flex_template import TemplateError, template_parameters
 from pipeline.dataflow.launch_flags import beam_flags, gcloud_flags, launch_body, launch_environment
 from pipeline.dataflow.settings import SettingsError, load_settings
@@ -71,7 +71,7 @@ def package_copy(tmp_path: pathlib.Path) -> pathlib.Path:
     root = tmp_path / "src"
     root.mkdir()
     shutil.copy(REPO / "setup.py", root)
-    for package in ("pipeline", "transforms"):
+    for package in ("core", "pipeline", "transforms"):
         shutil.copytree(REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
@@ -422,12 +422,12 @@ def test_setup_py_builds_a_worker_wheel_without_tensorflow(tmp_path):
     packaged = {
         "pipeline/cli.py",
         "pipeline/commands/refresh.py",
-        "pipeline/contract/versions.py",
+        "core/contract/versions.py",
         "pipeline/dataflow/flex_template.py",
         "transforms/images.py",
     }
     assert packaged <= set(names), packaged - set(names)
-    assert {n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n} == {"pipeline", "transforms"}
+    assert {n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n} == {"core", "pipeline", "transforms"}
     assert "Requires-Dist: apache-beam[gcp]==2.77.0" in requires
     assert all("extra ==" in r for r in requires if "tensorflow" in r), requires  # only the test/bench extras
 

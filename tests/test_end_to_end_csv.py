@@ -14,10 +14,10 @@ import sys
 
 import pytest
 
+from core.contract.versions import resolve_dataset
+from core.storage import read_text
 from pipeline.cli import main
-from pipeline.contract.versions import resolve_dataset
 from pipeline.report import dataset_summary
-from pipeline.storage import read_text
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
 from transforms.splits import assign_split
 

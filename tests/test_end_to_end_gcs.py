@@ -9,8 +9,8 @@ import shutil
 import pytest
 import tensorflow as tf
 
+from core.contract.layout import SHARD_PARTS_FOLDER
 from pipeline.cli import main
-from pipeline.contract.layout import SHARD_PARTS_FOLDER
 from tests import broken_images
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
 from transforms.splits import assign_split

@@ -1,6 +1,6 @@
 """A run that lost its lease cannot touch the dataset (pipeline.lease.Fence), wherever it stalled.
 
-Run A stalls at a generated point of its commit (any call it makes into pipeline.storage), its
+Run A stalls at a generated point of its commit (any call it makes into core.storage), its
 lease expires, and run B tries to take over and commit. Whatever the point: the folder ends with
 one whole dataset (A's or B's), nothing of the other run, and a run that lost the lease raised
 LeaseLost having touched nothing. Locally a stall inside A's fence holds the folder's lock, so B
@@ -25,9 +25,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import storage
+from core import storage
+from core.contract.layout import MANIFEST_NAME
 from pipeline.cli import main
-from pipeline.contract.layout import MANIFEST_NAME
 from pipeline.folder_store import FolderPublication, referenced
 from pipeline.lease import LEASE_NAME, Lease, LeaseHeldError, LeaseLost
 from pipeline.output import prepare_output
@@ -35,7 +35,7 @@ from tests.dataset_reader import load_manifest
 from tests.fault_proxy import FaultProxy
 from tests.test_publication import REPO, convert_argv, photos, whole_dataset
 
-# What a stalled run calls in pipeline.storage while it commits (and B while it takes over).
+# What a stalled run calls in core.storage while it commits (and B while it takes over).
 _STORAGE_CALLS = (
     "read_text",
     "read_with_token",
@@ -64,7 +64,7 @@ def datasets(tmp_path_factory):
 
 
 class Stall:
-    """Stops one thread at its n-th call into pipeline.storage until released."""
+    """Stops one thread at its n-th call into core.storage until released."""
 
     def __init__(self, monkeypatch, at: int):
         self.at, self.calls, self.thread = at, 0, None

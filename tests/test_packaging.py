@@ -39,7 +39,7 @@ import pytest
 from packaging.requirements import Requirement
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("pipeline", "transforms", "trainer")
+PACKAGES = ("core", "pipeline", "transforms", "trainer")
 FULL_INSTALL = os.environ.get("TFRECORD_FULL_INSTALL") == "1"
 EXTRA_HINT = "pip install 'tfrecord-pipeline[tf]'"
 TIMINGS: dict[str, float] = {}
@@ -158,7 +158,7 @@ def test_the_wheel_holds_the_trainer_the_commands_and_the_extras(installed):
         requires = [line for line in zf.read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
         scripts = zf.read(entry_points).decode()
     assert {n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n} == set(PACKAGES)
-    assert {"trainer/train.py", "trainer/__main__.py", "pipeline/contract/tf_import.py"} <= set(names)
+    assert {"trainer/train.py", "trainer/__main__.py", "core/contract/tf_import.py"} <= set(names)
     assert "tfrecord-pipeline = pipeline.__main__:main" in scripts
     assert "tfrecord-train = trainer.__main__:main" in scripts
     parsed = [Requirement(line.split(":", 1)[1]) for line in requires]

@@ -26,9 +26,9 @@ from PIL import Image
 import pipeline.build
 import pipeline.commands.convert
 import pipeline.job
+from core.contract.layout import SHARD_PARTS_FOLDER
 from pipeline import shard_check
 from pipeline.cli import main
-from pipeline.contract.layout import SHARD_PARTS_FOLDER
 from pipeline.folder_store import RUN_FOLDER_PREFIXES, FolderPublication, referenced
 from pipeline.lease import LEASE_NAME, Holder, Lease
 from pipeline.planning import make_plan
@@ -341,7 +341,7 @@ def test_an_overwrite_replaces_the_dataset_and_cleans_up(dataset):
         ("pipeline.lease:Fence.write", 1, "old"),  # verified, not committed
         ("pipeline.lease:Fence.copy", 2, "new"),  # committed in staging, halfway through moving in
         ("pipeline.lease:Fence.write", 2, "new"),  # moved in, manifest not yet switched
-        ("pipeline.storage:delete_tree", 2, "new"),  # switched, staging not yet removed (1: the parts)
+        ("core.storage:delete_tree", 2, "new"),  # switched, staging not yet removed (1: the parts)
     ],
 )
 def test_an_overwrite_killed_at_any_point_leaves_a_whole_dataset(dataset, target, nth, sees):
@@ -456,7 +456,7 @@ def download_tree(emulator, prefix: str, local: pathlib.Path) -> list[str]:
     [
         ("pipeline.readback:CountShardRecords.process", 1, "old"),
         ("pipeline.lease:Fence.copy", 2, "new"),
-        ("pipeline.storage:delete_tree", 2, "new"),
+        ("core.storage:delete_tree", 2, "new"),
     ],
 )
 def test_on_gcs_an_overwrite_killed_at_any_point_leaves_a_whole_dataset(

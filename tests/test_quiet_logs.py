@@ -1,6 +1,6 @@
 """The commands that import TensorFlow (`inspect --verify`, the trainer) start quietly on a CPU
 machine: none of the CUDA, oneDNN, CPU-feature or absl start-up lines, whatever else they print
-(pipeline.contract.tf_import). Without TensorFlow they say in one line which extra to install."""
+(core.contract.tf_import). Without TensorFlow they say in one line which extra to install."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
+from core.contract import tf_import
 from pipeline.cli import main as pipeline_main
 from pipeline.commands import inspect
-from pipeline.contract import tf_import
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 

@@ -18,11 +18,11 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
+from core.contract.features import source_id
+from core.contract.manifest import Manifest
 from pipeline.cli import main
 from pipeline.commands import inspect
 from pipeline.config import ConfigError, load_config
-from pipeline.contract.features import source_id
-from pipeline.contract.manifest import Manifest
 from pipeline.publish import feature_specs
 from tests.dataset_reader import load_manifest
 from trainer import input_fn

@@ -13,14 +13,14 @@ import shutil
 import pytest
 import tensorflow as tf
 
+from core.contract.layout import REJECTED_MANIFEST_NAME, SHARD_PARTS_FOLDER
+from core.contract.manifest import Counts, Manifest
+from core.contract.versions import LATEST_NAME, LatestPointerError, is_version, new_version, resolve_dataset
+from core.storage import read_text
 from pipeline.cli import main
 from pipeline.commands import refresh as refresh_command
-from pipeline.contract.layout import REJECTED_MANIFEST_NAME, SHARD_PARTS_FOLDER
-from pipeline.contract.manifest import Counts, Manifest
-from pipeline.contract.versions import LATEST_NAME, LatestPointerError, is_version, new_version, resolve_dataset
 from pipeline.lease import Fence, Lease
 from pipeline.planning import make_plan
-from pipeline.storage import read_text
 from pipeline.version_store import NotPublished, VersionPublication, apply_retention, version_states
 from tests import broken_images
 from tests.dataset_reader import load_manifest, read_split

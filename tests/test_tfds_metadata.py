@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline.contract.layout import GZIP, UNCOMPRESSED, record_files
-from pipeline.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
+from core.contract.layout import GZIP, UNCOMPRESSED, record_files
+from core.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
 from pipeline.tfds_metadata import (
     DATASET_INFO_NAME,
     FEATURES_NAME,
@@ -27,7 +27,7 @@ from pipeline.tfds_metadata import (
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample" / "images"
 LABELS = ("circle", "square", "triangle")
 SHARDS = {"train": (3, 2), "validation": (2,)}  # records per shard, so a slice crosses a shard
-# The image records' keys (pipeline.contract.features.DEFAULT_IMAGE_KEYS, fixed here) and dtypes.
+# The image records' keys (core.contract.features.DEFAULT_IMAGE_KEYS, fixed here) and dtypes.
 IMAGE_KEYS = {
     "encoded": ("image/encoded", "string"),
     "format": ("image/format", "string"),

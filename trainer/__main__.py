@@ -1,12 +1,12 @@
 """`python -m trainer --data DEST --model_dir DIR [...]`, and the `tfrecord-train` command (setup.py).
 
-TensorFlow is imported here first, through pipeline.contract.tf_import: quietly, and without it
+TensorFlow is imported here first, through core.contract.tf_import: quietly, and without it
 one line naming the extra to install (exit 2) instead of a traceback from trainer.train's imports.
 """
 
 import sys
 
-from pipeline.contract.tf_import import TensorFlowMissingError, import_tensorflow
+from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
 
 
 def main(argv: list[str] | None = None) -> int:

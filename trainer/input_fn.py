@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
-from pipeline.contract.features import parse_spec
-from pipeline.contract.manifest import Manifest
-from pipeline.contract.readers import assign_shards
+from core.contract.features import parse_spec
+from core.contract.manifest import Manifest
+from core.contract.readers import assign_shards
 from trainer import manifest_io
 from trainer.errors import BatchSizeError, IncompleteManifestError, MissingFeatureError, ShardLengthError, TrainerError
 

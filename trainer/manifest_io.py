@@ -1,5 +1,5 @@
 """Reading a dataset's manifest.json (local or gs://, through tf.io.gfile; the format and the one
-reader: pipeline.contract) and checking that it holds what training needs. Everything the job
+reader: core.contract) and checking that it holds what training needs. Everything the job
 knows about the data -- shard files, record counts, feature spec, label map -- comes from here;
 the data itself is never scanned to learn it."""
 
@@ -9,10 +9,10 @@ import logging
 
 import tensorflow as tf
 
-from pipeline.contract import manifest as contract
-from pipeline.contract.layout import join
-from pipeline.contract.manifest import FeatureSpec, Manifest, SplitInfo
-from pipeline.contract.versions import resolve_dataset
+from core.contract import manifest as contract
+from core.contract.layout import join
+from core.contract.manifest import FeatureSpec, Manifest, SplitInfo
+from core.contract.versions import resolve_dataset
 from trainer.errors import DatasetRejectedError, IncompleteManifestError, ManifestNotFoundError, MissingFeatureError
 
 _LOG = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import keras
 
-from pipeline.contract.manifest import FeatureSpec
+from core.contract.manifest import FeatureSpec
 from trainer.errors import TrainerError
 
 # --architecture values: our small CNN, or a keras.applications class built with weights=None.

@@ -22,7 +22,7 @@ import sys
 import keras
 import tensorflow as tf
 
-from pipeline.contract.manifest import Manifest
+from core.contract.manifest import Manifest
 from trainer import input_fn, manifest_io
 from trainer import model as models
 from trainer.errors import BatchSizeError, ShardLengthError, TrainerError

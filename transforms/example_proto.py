@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from pipeline.contract.features import source_id
-from pipeline.tfrecord_framing import MAX_EXAMPLE_BYTES
+from core.contract.features import source_id
+from core.tfrecord_framing import MAX_EXAMPLE_BYTES
 
 if TYPE_CHECKING:
     from transforms.image_check import CheckedImage

@@ -2,7 +2,7 @@
 and, when given a shard part, append the record there.
 
 The same conversion runs on ReadImages' threads and in the converting processes of a local run
-(transforms.convert_pool), so there is no Beam here, and remote sources load pipeline.storage
+(transforms.convert_pool), so there is no Beam here, and remote sources load core.storage
 (Beam's file systems) only when one is read.
 """
 
@@ -12,8 +12,8 @@ import dataclasses
 import io
 from typing import BinaryIO
 
-from pipeline.contract.layout import UNCOMPRESSED, is_remote
-from pipeline.local_files import open_regular
+from core.contract.layout import UNCOMPRESSED, is_remote
+from core.local_files import open_regular
 from transforms.example_proto import MAX_EXAMPLE_BYTES, encode_example, image_features
 from transforms.image_check import BadImage, Encoding, check_image
 from transforms.outcomes import DeadLetter, FirstFrame, Record, Source, Written
@@ -33,7 +33,7 @@ class SourceTooLarge(Exception):
 
 def read_source(uri: str, max_bytes: int) -> bytes:
     """A source file's bytes: local files directly (regular files only, else NotARegularFile:
-    pipeline.local_files), anything else through Beam's file systems. SourceTooLarge, before any
+    core.local_files), anything else through Beam's file systems. SourceTooLarge, before any
     byte is read, when the file is longer than max_bytes (its size is known once it is open: from
     the file system, or from the object's metadata, which Beam fetches to open it)."""
     with _open_source(uri) as f:
@@ -46,7 +46,7 @@ def read_source(uri: str, max_bytes: int) -> bytes:
 
 def _open_source(uri: str) -> BinaryIO:
     if is_remote(uri):
-        from pipeline import storage  # Beam: only for remote sources (module docstring)
+        from core import storage  # Beam: only for remote sources (module docstring)
 
         return storage.open_binary(uri)
     return open_regular(uri)

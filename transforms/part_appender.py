@@ -20,8 +20,8 @@ import threading
 
 from isal import isal_zlib
 
-from pipeline.contract.layout import GZIP
-from pipeline.tfrecord_framing import framed
+from core.contract.layout import GZIP
+from core.tfrecord_framing import framed
 from transforms.gzip_choice import SAMPLE_BYTES, worth_compressing
 from transforms.gzip_pieces import Piece, stored
 

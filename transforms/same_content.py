@@ -47,7 +47,7 @@ class SameContent(NamedTuple):
     copies: tuple[Copy, ...]
 
     def to_json(self) -> str:
-        """One line of the run's copies report (pipeline.contract.layout)."""
+        """One line of the run's copies report (core.contract.layout)."""
         copies = [c._asdict() for c in self.copies]
         return json.dumps({"xxh128": self.digest.hex(), "copies": copies}, ensure_ascii=False, sort_keys=True)
 

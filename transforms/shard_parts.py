@@ -1,7 +1,7 @@
 """Shard parts: a run's records written into files of their own, then given their shards' names.
 
 Every writer of records writes parts: each bundle attempt writes its records for a shard into a
-part under a name only it uses (in the run's folder: `.shard-parts/`), through pipeline.storage
+part under a name only it uses (in the run's folder: `.shard-parts/`), through core.storage
 (Beam's GZIP codec, local and gs:// paths), and reports the parts it finished. FinalizeShards then
 gives each planned shard its parts' bytes under the shard's name (renamed when one part holds it,
 joined in order when several do: GZIP members and TFRecord frames both concatenate), creates an
@@ -37,9 +37,9 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 
-from pipeline import storage
-from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, is_remote, join, record_files
-from pipeline.tfrecord_framing import framed
+from core import storage
+from core.contract.layout import GZIP, SHARD_PARTS_FOLDER, is_remote, join, record_files
+from core.tfrecord_framing import framed
 from transforms import stopping
 from transforms.gzip_codec import use_gzip_codec
 from transforms.gzip_pieces import HEADER, Piece, PieceLedger, closing

@@ -40,8 +40,8 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
 
-from pipeline import storage
-from pipeline.contract.layout import join
+from core import storage
+from core.contract.layout import join
 from transforms import listing_handover
 from transforms.counting import counter
 from transforms.csv_records import CsvPart, CsvRecords, unreadable_row

@@ -43,8 +43,8 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from pipeline import storage
-from pipeline.local_files import NotARegularFile
+from core import storage
+from core.local_files import NotARegularFile
 from transforms import stopping
 from transforms.counting import counter
 from transforms.csv_dialect import AUTO, CsvDialect, choose_delimiter, row_fields

@@ -37,7 +37,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.transforms.window import GlobalWindows
 
-from pipeline import storage
+from core import storage
 from transforms import stopping
 from transforms.counting import counter
 from transforms.csv_dialect import CsvDialect

@@ -1,5 +1,5 @@
 """Writing records to `<folder>/<split>-SSSSS-of-NNNNN.tfrecord[.gz]`, and dead letters and groups
-of copies to JSON lines (names: pipeline.contract.layout), through pipeline.storage only: Beam's
+of copies to JSON lines (names: core.contract.layout), through core.storage only: Beam's
 file sinks read their output's path as a glob pattern (and delete what it matches), so none is
 used."""
 
@@ -11,15 +11,15 @@ from collections.abc import Iterable
 
 import apache_beam as beam
 
-from pipeline import storage
-from pipeline.contract.layout import (
+from core import storage
+from core.contract.layout import (
     COPIES_PREFIX,
     ERROR_FILES,
     ERRORS_PREFIX,
     GZIP,
     join,
 )
-from pipeline.tfrecord_framing import framed
+from core.tfrecord_framing import framed
 from transforms import stopping
 from transforms.gzip_codec import use_gzip_codec
 from transforms.once import OnceWithAll

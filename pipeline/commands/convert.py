@@ -18,10 +18,10 @@ import time
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline import storage
+from core import storage
+from core.contract.versions import new_run
 from pipeline.build import converting_processes
 from pipeline.config import ConfigError, load_config
-from pipeline.contract.versions import new_run
 from pipeline.flags import CONVERT_FLAGS, command_name, config_overrides, make_parser, parse_command_line
 from pipeline.folder_store import FolderPublication
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only

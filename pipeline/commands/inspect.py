@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline import storage
+from core import storage
+from core.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
+from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
+from core.contract.versions import LatestPointerError, resolve_dataset
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
-from pipeline.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
-from pipeline.contract.tf_import import TensorFlowMissingError, import_tensorflow
-from pipeline.contract.versions import LatestPointerError, resolve_dataset
 from pipeline.flags import command_name
 from pipeline.report import dataset_summary, errors_text, first_errors, rejected_summary
 from pipeline.verify import verify

@@ -34,12 +34,12 @@ import time
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline import storage
+from core import storage
+from core.contract.layout import join
+from core.contract.manifest import Manifest, ManifestError, read_manifest
+from core.contract.versions import LatestPointerError, new_run, next_version
 from pipeline.build import converting_processes
 from pipeline.config import Config, ConfigError, load_config, to_dict
-from pipeline.contract.layout import join
-from pipeline.contract.manifest import Manifest, ManifestError, read_manifest
-from pipeline.contract.versions import LatestPointerError, new_run, next_version
 from pipeline.flags import REFRESH_FLAGS, command_name, config_overrides, make_parser, parse_command_line
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.label_map import kept_ids

@@ -119,7 +119,7 @@ def template_argv(
 
 def _fetch_to_temp(uri: str) -> str:
     # Beam is imported here only: the metadata and the settings helpers must not need it.
-    from pipeline import storage
+    from core import storage
 
     return storage.fetch_to_temp(uri, suffix=".yaml")
 

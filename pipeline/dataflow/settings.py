@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from core.local_files import NotYaml, load_yaml, parse_yaml
 from pipeline.dataflow.launch_flags import JOB_KEYS
-from pipeline.local_files import NotYaml, load_yaml, parse_yaml
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "cloud" / "dataflow.yaml"  # configs/*.yaml are conversion configs
@@ -130,7 +130,7 @@ def load_settings(
     """The YAML at `path` (default: DEFAULT_CONFIG) with `assignments` applied and placeholders
     expanded (from `environ`, default os.environ); checked. Every section is present."""
     path = path or DEFAULT_CONFIG
-    try:  # a FIFO or device (or a link to one) is refused, not waited on (pipeline.local_files)
+    try:  # a FIFO or device (or a link to one) is refused, not waited on (core.local_files)
         raw = load_yaml(str(path)) or {}
     except OSError as e:
         raise SettingsError(f"cannot read {path}: {e}") from e

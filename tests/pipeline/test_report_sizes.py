@@ -3,7 +3,7 @@ compression) and the shard files' size on disk, labelled with the manifest's com
 
 from __future__ import annotations
 
-from pipeline.contract.manifest import Counts, Manifest, SplitInfo
+from core.contract.manifest import Counts, Manifest, SplitInfo
 from pipeline.report import bytes_on_disk, dataset_summary, run_summary
 
 

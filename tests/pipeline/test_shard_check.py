@@ -8,9 +8,9 @@ import os
 import pytest
 import tensorflow as tf
 
+from core.tfrecord_framing import FRAMING_BYTES
 from pipeline import shard_check
 from pipeline.shard_check import ShardCount, count_shard, count_shards, index_text
-from pipeline.tfrecord_framing import FRAMING_BYTES
 
 
 def write_shard(path, payloads, compression):

@@ -9,8 +9,8 @@ import os
 import pytest
 import tensorflow as tf
 
+from core.tfrecord_framing import FRAMING_BYTES
 from pipeline import tfrecord_reader
-from pipeline.tfrecord_framing import FRAMING_BYTES
 from pipeline.tfrecord_reader import RecordError, read_framed_records, read_records
 
 CHUNK = 64  # the reader's chunk size in these tests, so records start, end and span across chunks

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline.contract.readers import assign_shards
+from core.contract.readers import assign_shards
 from tests.dataset_reader import read_split
 from trainer import input_fn, manifest_io
 from trainer.errors import BatchSizeError, MissingFeatureError, TrainerError

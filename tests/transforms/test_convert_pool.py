@@ -15,8 +15,8 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from pipeline.contract.features import DEFAULT_IMAGE_KEYS
-from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, UNCOMPRESSED
+from core.contract.features import DEFAULT_IMAGE_KEYS
+from core.contract.layout import GZIP, SHARD_PARTS_FOLDER, UNCOMPRESSED
 from tests import broken_images as bi
 from tests.transforms.test_image_check import BROKEN, MAX_PIXELS, VARIANTS
 from transforms import convert_pool

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline.tfrecord_framing import MAX_EXAMPLE_BYTES, masked, masked_crc32c
+from core.tfrecord_framing import MAX_EXAMPLE_BYTES, masked, masked_crc32c
 from transforms.example_proto import encode_example, size_bound
 
 

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 from isal import isal_zlib
 
-from pipeline.tfrecord_framing import framed
+from core.tfrecord_framing import framed
 from transforms.gzip_pieces import HEADER, IncompletePart, Piece, PieceLedger, closing, stored
 
 

@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from pipeline.contract.features import DEFAULT_IMAGE_KEYS
+from core.contract.features import DEFAULT_IMAGE_KEYS
 from transforms.example_proto import MAX_EXAMPLE_BYTES, image_features, size_bound
 from transforms.image_check import CheckedImage
 from transforms.image_convert import MAX_FILE_MIB, ImageConverter, ImageSettings, SourceTooLarge, read_source

@@ -10,8 +10,8 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image
 
-from pipeline.contract.features import DEFAULT_IMAGE_KEYS
-from pipeline.contract.layout import GZIP
+from core.contract.features import DEFAULT_IMAGE_KEYS
+from core.contract.layout import GZIP
 from pipeline.tfrecord_reader import read_records
 from tests import broken_images
 from transforms import images

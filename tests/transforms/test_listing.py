@@ -18,7 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline import storage
+from core import storage
 from transforms import listing_handover
 from transforms.outcomes import DeadLetter, Skipped, Source
 from transforms.sources import ListClassFolders, classify_folder_entry, classify_listed, printable_path

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.contract.layout import GZIP, SHARD_PARTS_FOLDER, UNCOMPRESSED
+from core.contract.layout import GZIP, SHARD_PARTS_FOLDER, UNCOMPRESSED
 from pipeline.tfrecord_reader import read_records
 from transforms.gzip_pieces import IncompletePart
 from transforms.outcomes import Written

@@ -6,7 +6,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.contract.layout import GZIP
+from core.contract.layout import GZIP
 from pipeline.tfrecord_reader import read_records
 from transforms.counting import CountRecords, SummarizeOutcomes
 from transforms.outcomes import DeadLetter, FirstFrame, OutcomeSummary, Record, Skipped

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.contract.layout import GZIP, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, is_contained, join
+from core.contract.layout import GZIP, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, is_contained, join
 
 FORMAT = "tfrecord-examples"
 FORMAT_VERSION = 3  # 2: shard_lengths, rejected; 3: compression NONE, index_files, metadata_files, label_offset
@@ -129,8 +129,8 @@ class Manifest:
     listing: Listing | None = None
     package_version: str = ""
     created: str = ""
-    compression: str = GZIP  # of every shard: GZIP or NONE (pipeline.contract.layout.record_files)
-    run: str = ""  # the run that wrote it (its start time, as pipeline.contract.versions names it)
+    compression: str = GZIP  # of every shard: GZIP or NONE (core.contract.layout.record_files)
+    run: str = ""  # the run that wrote it (its start time, as core.contract.versions names it)
     rejected: tuple[str, ...] = ()  # why the run must not be trusted (manifest.rejected.json only)
     # What a user of the data should know that no count says (a column of numbers that a few
     # values made string): printed with the run's summary and by `inspect`.

@@ -9,8 +9,8 @@ import tempfile
 
 import pytest
 
-from pipeline import storage
-from pipeline.local_files import NotARegularFile, NotYaml, dangling, load_yaml, open_regular
+from core import storage
+from core.local_files import NotARegularFile, NotYaml, dangling, load_yaml, open_regular
 from tests.alarm import alarm
 
 

@@ -5,7 +5,7 @@ Readers call `resolve_dataset(path, read_text)` with either a dataset folder or 
 get the dataset folder to read:
 
     resolve_dataset(data, trainer.manifest_io.read_text)     # tf.io.gfile
-    resolve_dataset(root, pipeline.storage.read_text)        # Beam FileSystems
+    resolve_dataset(root, core.storage.read_text)        # Beam FileSystems
 
 `read_text(path)` returns the text of a file, and either returns None or raises a "not found"
 error (FileNotFoundError, tf.errors.NotFoundError, google.api_core NotFound, ...) when the file
@@ -20,7 +20,7 @@ import re
 import secrets
 from collections.abc import Callable, Iterable
 
-from pipeline.contract.layout import join
+from core.contract.layout import join
 
 LATEST_NAME = "LATEST"
 # Sortable UTC timestamps to the microsecond (so two runs never pick the same name): the lexical

@@ -16,7 +16,7 @@ are made exclusively (`make_folder`), and a folder that is a link is never delet
 Everything is read and written uncompressed as stored (Beam would otherwise guess compression
 from the extension), except `open_text`, which unwraps `.gz` for CSV readers, and `create`, which
 writes GZIP on request. Local files are read only when regular: a FIFO, socket or device (or a
-link to one) raises NotARegularFile instead of hanging the run (pipeline.local_files).
+link to one) raises NotARegularFile instead of hanging the run (core.local_files).
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from typing import BinaryIO, NamedTuple
 from apache_beam.io.filesystem import CompressedFile, CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import local_writes
-from pipeline.contract.layout import is_remote, join, temporary_name
-from pipeline.local_files import dangling, open_regular
+from core import local_writes
+from core.contract.layout import is_remote, join, temporary_name
+from core.local_files import dangling, open_regular
 
 _LOG = logging.getLogger(__name__)
 _AS_STORED = CompressionTypes.UNCOMPRESSED
@@ -393,7 +393,7 @@ def read_text(path: str, errors: str = "strict") -> str | None:
 def open_binary(path: str) -> BinaryIO:
     """A binary stream of the file's bytes as stored (read in chunks by the caller). A local path
     must be a regular file (or a link to one), else NotARegularFile: a FIFO or device would hang
-    the reader (pipeline.local_files)."""
+    the reader (core.local_files)."""
     if not is_remote(path):
         return open_regular(path)
     return FileSystems.open(path, compression_type=_AS_STORED)

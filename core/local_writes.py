@@ -8,7 +8,7 @@ link itself goes, never its target), and a file that replaces another atomically
 a fresh random name beside it and renamed over it (a rename replaces a link, never follows it).
 
 No Beam: the processes that read shards back and write their indexes (pipeline.shard_check)
-import this module; pipeline.storage builds its local writes on it.
+import this module; core.storage builds its local writes on it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import secrets
 from typing import BinaryIO
 
-from pipeline.contract.layout import temporary_name
+from core.contract.layout import temporary_name
 
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 

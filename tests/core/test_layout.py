@@ -9,7 +9,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.contract.layout import (
+from core.contract.layout import (
     ERROR_FILES,
     GZIP,
     INDEX_SUFFIX,

@@ -2,8 +2,8 @@
 
 import tensorflow as tf
 
-from pipeline.contract.features import parse_spec
-from pipeline.contract.manifest import FeatureSpec
+from core.contract.features import parse_spec
+from core.contract.manifest import FeatureSpec
 from transforms.example_proto import encode_example
 
 FEATURES = [

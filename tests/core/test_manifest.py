@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from pipeline.contract.manifest import (
+from core.contract.manifest import (
     Counts,
     FeatureSpec,
     Listing,

@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-from pipeline.contract.manifest import FeatureSpec
+from core.contract.manifest import FeatureSpec
 
 # Feature roles and their default keys: the ones the TPU reference readers use. Users may rename
 # them (config `image.keys`); the manifest records the keys a dataset has.
