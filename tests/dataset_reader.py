@@ -6,15 +6,25 @@ from __future__ import annotations
 import json
 import pathlib
 
+import jsonschema
 import tensorflow as tf
 
 from core.contract.features import parse_spec
-from core.contract.manifest import Manifest, ManifestRejectedError, read_manifest, read_rejected_manifest
+from core.contract.manifest import Manifest, ManifestRejectedError, json_schema, read_manifest, read_rejected_manifest
+
+_SCHEMA = jsonschema.Draft202012Validator(json_schema())
 
 
 def _read_text(path: str) -> str | None:
+    """A file's text; a manifest is validated against the schema the package ships as it is read,
+    so every test that reads one back checks it."""
     file = pathlib.Path(path)
-    return file.read_text() if file.exists() else None
+    if not file.exists():
+        return None
+    text = file.read_text()
+    if file.name.startswith("manifest") and file.suffix == ".json":
+        _SCHEMA.validate(json.loads(text))
+    return text
 
 
 def load_manifest(folder) -> Manifest:

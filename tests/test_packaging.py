@@ -38,6 +38,8 @@ import zipfile
 import pytest
 from packaging.requirements import Requirement
 
+from core.contract.manifest import FORMAT_VERSION
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "pipeline", "transforms", "trainer")
 FULL_INSTALL = os.environ.get("TFRECORD_FULL_INSTALL") == "1"
@@ -159,6 +161,7 @@ def test_the_wheel_holds_the_trainer_the_commands_and_the_extras(installed):
         scripts = zf.read(entry_points).decode()
     assert {n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n} == set(PACKAGES)
     assert {"trainer/train.py", "trainer/__main__.py", "core/contract/tf_import.py"} <= set(names)
+    assert "core/contract/manifest.schema.json" in names  # setup.py package_data
     assert "tfrecord-pipeline = pipeline.__main__:main" in scripts
     assert "tfrecord-train = trainer.__main__:main" in scripts
     parsed = [Requirement(line.split(":", 1)[1]) for line in requires]
@@ -183,6 +186,20 @@ def test_the_fresh_environment_runs_the_wheel_and_has_no_tensorflow(installed):
     assert pipeline_file == f"{site}/pipeline/__init__.py" and trainer_file == f"{site}/trainer/__init__.py"
     assert dist_location == site
     assert tensorflow == "None"
+
+
+def test_the_installed_package_reads_its_manifest_schema(installed):
+    """core.contract.manifest.json_schema() finds the schema in the installed wheel."""
+    code = (
+        "import core.contract.manifest as m\n"
+        "print(m.__file__)\n"
+        "print(m.json_schema()['properties']['format_version']['const'])\n"
+    )
+    result = _run([installed["python"], "-c", code], cwd=installed["work"], env=installed["environ"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    module, format_version = result.stdout.splitlines()
+    assert module == f"{_site_packages(installed['env'])}/core/contract/manifest.py"
+    assert format_version == str(FORMAT_VERSION)
 
 
 def test_tfrecord_pipeline_converts_and_inspects_a_folder(installed):

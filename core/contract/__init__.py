@@ -5,7 +5,8 @@ imports neither Beam nor TensorFlow and does no I/O of its own: callers pass a `
 function over their own file system (Beam's FileSystems, tf.io.gfile, pathlib).
 
 - `layout`: the names of the files in a dataset folder (shards, error reports, manifests).
-- `manifest`: manifest.json, the commit point and the description of the data.
+- `manifest`: manifest.json, the commit point and the description of the data;
+  `manifest.schema.json`, its JSON Schema, shipped in the package (`manifest.json_schema()`).
 - `versions`: `ROOT/<version>/` folders and the `ROOT/LATEST` pointer written by `refresh`.
 - `features`: image feature keys and the parse spec a reader builds from a manifest.
 - `tf_import`: how a reader imports TensorFlow: only when called, quietly, and without it one line

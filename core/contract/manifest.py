@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from importlib import resources
 from typing import Any
 
 from core.contract.layout import GZIP, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, is_contained, join
@@ -23,11 +24,19 @@ FORMAT = "tfrecord-examples"
 FORMAT_VERSION = 3  # 2: shard_lengths, rejected; 3: compression NONE, index_files, metadata_files, label_offset
 READABLE_VERSIONS = (1, 2, 3)
 COMPRESSIONS = (GZIP, UNCOMPRESSED)
+SCHEMA_NAME = "manifest.schema.json"  # beside this module, in the wheel too (setup.py package_data)
 
 # Feature dtypes are TensorFlow dtype names, so a reader can call tf.as_dtype(dtype).
 DTYPES = ("string", "int64", "float32")
 KINDS = ("images", "image_csv", "csv")  # class folders, a CSV of image URIs, tabular CSV files
 IMAGE_KINDS = ("images", "image_csv")
+
+
+def json_schema() -> dict:
+    """The JSON Schema (draft 2020-12) of manifest.json as this version writes it, so that a reader
+    in any language, or a check, validates a manifest without this code. Read through
+    importlib.resources: the same from a source tree, an installed wheel or a zip."""
+    return json.loads(resources.files(__package__).joinpath(SCHEMA_NAME).read_text(encoding="utf-8"))
 
 
 class ManifestError(ValueError):
