@@ -112,10 +112,14 @@ class ImageConfig(pydantic.BaseModel):
     # sources with an EXIF orientation, which TF ignores: stored as they are and named in the
     # manifest's warnings (keep), or re-encoded as a photo viewer shows them (apply; converted)
     exif_orientation: Literal["keep", "apply"] = "keep"
+    # sources whose shorter side is below this are dead letters naming both sizes: for readers whose
+    # crop keeps a fraction of that side (configs/tpu_resnet.yaml, configs/model_garden.yaml); 1: none
+    min_side: Annotated[Int, Field(ge=1, le=max_pixels_limit())] = 1
 
     @property
     def encoding(self) -> Encoding:
-        return Encoding(self.jpeg_only, self.jpeg_quality, self.alpha, upright=self.exif_orientation == "apply")
+        upright = self.exif_orientation == "apply"
+        return Encoding(self.jpeg_only, self.jpeg_quality, self.alpha, upright=upright, min_side=self.min_side)
 
     @pydantic.field_validator("extensions", mode="before")
     @classmethod

@@ -1,8 +1,9 @@
 """Reader profiles: the settings that make the output readable unchanged by readers that expect
 ImageNet-style TFRecords (`image.label_offset`, `image.jpeg_only` and friends, `image/source_id`),
-and configs/tpu_resnet.yaml replayed through the TPU reference ResNet reader on every record of
-the bundled sample. The project's own readers (trainer, `inspect --verify`) follow the manifest's
-label_offset."""
+and configs/tpu_resnet.yaml replayed through the TPU reference ResNet reader (its parse, labels,
+decode and both crops) on every record of the bundled sample; tests/test_profiles_on_a_messy_corpus.py
+runs every profile on a messy corpus. The project's own readers (trainer, `inspect --verify`)
+follow the manifest's label_offset."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from pipeline.commands import inspect
 from pipeline.config import ConfigError, load_config
 from pipeline.publish import feature_specs
 from tests.dataset_reader import load_manifest
+from tests.reader_replays import TPU_IMAGE_SIZE, TPU_RESNET, traced
 from trainer import input_fn
 from transforms.image_check import Encoding
 from transforms.image_convert import ImageConverter, ImageSettings
@@ -32,7 +34,7 @@ from transforms.outcomes import Record, Source
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample" / "images"
-TPU_RESNET = REPO / "configs" / "tpu_resnet.yaml"
+TPU_RESNET_PROFILE = REPO / "configs" / "tpu_resnet.yaml"
 
 # tensorflow/tpu models/official/resnet/imagenet_input.py, ImageNetTFExampleInput.dataset_parser
 # (https://github.com/tensorflow/tpu/blob/61dbdbc1714d9d0e7f96f2db93b365e9198728dd/models/official/resnet/imagenet_input.py),
@@ -53,25 +55,22 @@ CHECKS = {
 
 
 def tpu_reader_records(data_dir: pathlib.Path, split: str):
-    """(label, decoded image, the record's other features) per record of `split`, read as the TPU
-    reader reads: its file pattern, uncompressed TFRecordDataset, its parse spec, its JPEG decode
-    (resnet_preprocessing.py: extract_jpeg_shape + decode_and_crop_jpeg(channels=3), here with a
-    crop window of the whole image) and its `label -= 1`."""
+    """(label, image/encoded, the record's other features) per record of `split`, read as the TPU
+    reader reads: its file pattern, uncompressed TFRecordDataset, its parse spec and its
+    `label -= 1`. Its decode and crops are tests/reader_replays.py's."""
     files = tf.data.Dataset.list_files(os.path.join(str(data_dir), f"{split}-*"), shuffle=False)
     for value in files.interleave(lambda f: tf.data.TFRecordDataset(f, buffer_size=8 * 1024 * 1024)):
         parsed = tf.io.parse_single_example(value, KEYS_TO_FEATURES)
         image_bytes = tf.reshape(parsed["image/encoded"], shape=[])
-        shape = tf.image.extract_jpeg_shape(image_bytes)
-        image = tf.image.decode_and_crop_jpeg(image_bytes, tf.stack([0, 0, shape[0], shape[1]]), channels=3)
         label = tf.cast(tf.reshape(parsed["image/class/label"], shape=[]), dtype=tf.int32)
         label -= 1  # include_background_label=False: "'image/class/label' is encoded as an integer from 1"
-        yield int(label), image, tf.io.parse_single_example(value, CHECKS)
+        yield int(label), image_bytes, tf.io.parse_single_example(value, CHECKS)
 
 
 @pytest.fixture(scope="module")
 def tpu_dataset(tmp_path_factory) -> pathlib.Path:
     out = tmp_path_factory.mktemp("tpu_resnet") / "dataset"
-    assert main(["--config", str(TPU_RESNET), "--input", str(SAMPLE), "--output", str(out)]) == 0
+    assert main(["--config", str(TPU_RESNET_PROFILE), "--input", str(SAMPLE), "--output", str(out)]) == 0
     return out
 
 
@@ -89,13 +88,17 @@ def test_the_tpu_resnet_reader_reads_every_record_of_the_sample(tpu_dataset):
     assert manifest.counts.converted == not_jpeg
     num_classes = len(manifest.label_map)
 
+    replays = {name: traced(replay) for name, replay in TPU_RESNET.items()}
     read = collections.Counter()
     for split in ("train", "validation"):  # the reader's two file patterns
         labels = collections.Counter()
-        for label, image, record in tpu_reader_records(tpu_dataset, split):
+        for label, image_bytes, record in tpu_reader_records(tpu_dataset, split):
             assert 0 <= label < num_classes
             assert manifest.label_map[label] == record["image/class/text"].numpy().decode()
-            assert image.shape == (record["image/height"], record["image/width"], 3)
+            shape = tf.image.extract_jpeg_shape(image_bytes).numpy().tolist()  # as the reader sizes its crops
+            assert shape[:2] == [record["image/height"], record["image/width"]]
+            for replay in replays.values():
+                assert replay(image_bytes).shape == (TPU_IMAGE_SIZE, TPU_IMAGE_SIZE, 3)
             assert record["image/format"].numpy() == b"jpeg"
             key = pathlib.Path(record["image/filename"].numpy().decode()).relative_to(SAMPLE).as_posix()
             assert record["image/source_id"].numpy().decode() == source_id(key)
@@ -193,8 +196,9 @@ def test_source_ids_are_stable_distinct_int64_strings_as_model_garden_parses_the
 def test_profile_settings_load_and_default_to_the_plain_output():
     image = load_config(None).image
     assert (image.label_offset, image.jpeg_only, image.jpeg_quality, image.alpha) == (0, False, 95, "composite")
-    profile = load_config(str(TPU_RESNET))
-    assert profile.image.encoding == Encoding(jpeg_only=True, jpeg_quality=95, alpha="composite")
+    assert image.min_side == 1
+    profile = load_config(str(TPU_RESNET_PROFILE))
+    assert profile.image.encoding == Encoding(jpeg_only=True, jpeg_quality=95, alpha="composite", min_side=2)
     assert (profile.image.label_offset, profile.compression) == (1, "none")
 
 
@@ -208,6 +212,8 @@ def test_profile_settings_load_and_default_to_the_plain_output():
         ({"jpeg_quality": 0}, "image.jpeg_quality: should be greater than or equal to 1, got 0"),
         ({"jpeg_quality": 101}, "image.jpeg_quality: should be less than or equal to 100, got 101"),
         ({"alpha": "blend"}, "image.alpha: should be 'composite' or 'drop', got 'blend'"),
+        ({"min_side": 0}, "image.min_side: should be greater than or equal to 1, got 0"),
+        ({"min_side": 2.0}, "image.min_side: should be an integer, got 2.0"),
     ],
 )
 def test_bad_profile_settings_say_what_is_wrong(tmp_path, image, message):

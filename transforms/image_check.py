@@ -52,6 +52,11 @@ since those readers decode with channels=3), and every other source becomes an R
 tensorflow/tpu's imagenet_to_gcs.py does for its PNG and CMYK files. Transparency is composited
 on white (what a viewer shows; transparent pixels often hide black or junk) or dropped (what
 imagenet_to_gcs.py's decode_png(channels=3) does).
+
+`Encoding.min_side`, for readers whose crop keeps a fraction of the shorter side, rounded down (the
+TPU reference ResNet's and Model Garden's center crops keep 7/8 of it): a source whose shorter side
+is below it is refused, its reason naming both sizes and the setting, since that reader's crop of it
+would be empty and fail the reader mid-epoch. Turning by EXIF orientation does not change it.
 """
 
 from __future__ import annotations
@@ -173,16 +178,20 @@ class CheckedImage:
 
 @dataclasses.dataclass(frozen=True)
 class Encoding:
-    """How images that are not stored byte for byte are encoded (config `image.*`)."""
+    """What the run's readers need of every record (config `image.*`): how images that are not
+    stored byte for byte are encoded, and the smallest side their crops take."""
 
     jpeg_only: bool = False  # every source that is not a JPEG TF decodes becomes an RGB JPEG
     jpeg_quality: int = 95  # of every JPEG written here
     alpha: str = "composite"  # jpeg_only: transparency composited on white, or dropped
     upright: bool = False  # sources with an EXIF orientation re-encoded as a viewer shows them
+    min_side: int = 1  # sources with a shorter side refused: a reader's crop of them would be empty
 
     def __post_init__(self):
         if not 1 <= self.jpeg_quality <= 100:
             raise ValueError(f"jpeg_quality={self.jpeg_quality} is not in 1..100")
+        if self.min_side < 1:
+            raise ValueError(f"min_side={self.min_side} is not >= 1")
         if self.alpha not in ALPHA_MODES:
             raise ValueError(f"alpha={self.alpha!r} is not one of {ALPHA_MODES}")
 
@@ -215,6 +224,12 @@ def _check(data: bytes, max_pixels: int, encoding: Encoding) -> CheckedImage:
     width, height = im.size
     if width < 1 or height < 1 or width * height > max_pixels:
         raise BadImage("dimensions", f"{width}x{height} is {width * height:,} pixels; the limit is {max_pixels:,}")
+    if min(width, height) < encoding.min_side:
+        raise BadImage(
+            "dimensions",
+            f"{width}x{height}: its shorter side, {min(width, height)} px, is below {encoding.min_side} px, "
+            "the smallest the reader's crop takes (image.min_side)",
+        )
     with _pillow_errors("decode", f"bad {im.format} data"):
         channels = _NATIVE.get(im.format, _load)(im, data)
     orientation = _orientation(im)

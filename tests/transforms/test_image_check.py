@@ -19,7 +19,8 @@ import tensorflow as tf
 from PIL import Image, ImageFile
 
 from tests import broken_images as bi
-from transforms.image_check import BadImage, check_image
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+from transforms.image_check import BadImage, Encoding, check_image
 
 MAX_PIXELS = 10_000_000
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -319,7 +320,9 @@ def test_bombs_are_refused_from_the_header_without_tensorflow_or_a_large_allocat
             print("control: decoding it does not fit")
         print("tensorflow" in sys.modules)
     """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT
+    )
     expected = ["dimensions", "dimensions", "control: decoding it does not fit", "False", ""]
     assert result.stdout.split("\n") == expected, result.stderr
 
@@ -356,3 +359,38 @@ def test_truncated_or_bit_flipped_files_are_refused_or_decode(name):
         except BadImage:
             continue
         assert tf_decode(checked.data).shape == (checked.height, checked.width, checked.channels)
+
+
+@pytest.mark.parametrize(
+    "make, min_side, kept",
+    [
+        (lambda: bi.image_bytes("JPEG", "RGB", (1, 1)), 2, False),
+        (lambda: bi.image_bytes("PNG", "RGB", (1, 40)), 2, False),
+        (lambda: bi.image_bytes("PNG", "RGB", (40, 1)), 1, True),  # the default refuses nothing
+        (lambda: bi.image_bytes("GIF", "P", (2, 2)), 2, True),
+        (lambda: bi.image_bytes("JPEG", "RGB", (9, 3)), 4, False),
+        (lambda: bi.exif_oriented(6), 48, True),  # 64x48 turned is 48x64: the same shorter side
+        (lambda: bi.exif_oriented(6), 49, False),
+    ],
+)
+def test_min_side_refuses_a_shorter_side_naming_both_sizes_and_the_setting(make, min_side, kept):
+    data = make()
+    width, height = Image.open(io.BytesIO(data)).size
+    for encoding in (Encoding(min_side=min_side), Encoding(jpeg_only=True, upright=True, min_side=min_side)):
+        if kept:
+            checked = check_image(data, MAX_PIXELS, encoding)
+            assert min(checked.width, checked.height) >= min_side
+            continue
+        with pytest.raises(BadImage) as refused:
+            check_image(data, MAX_PIXELS, encoding)
+        assert refused.value.stage == "dimensions"
+        side = min(width, height)
+        assert refused.value.reason == (
+            f"{width}x{height}: its shorter side, {side} px, is below {min_side} px, "
+            "the smallest the reader's crop takes (image.min_side)"
+        )
+
+
+def test_min_side_below_1_is_a_configuration_error():
+    with pytest.raises(ValueError, match="min_side=0 is not >= 1"):
+        Encoding(min_side=0)
