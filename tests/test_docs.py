@@ -12,10 +12,11 @@ import sys
 
 import pytest
 
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PAGES = sorted([REPO / "README.md", REPO / "trainer" / "README.md", *(REPO / "docs").glob("*.md")])
 README_MOST_LINES = 300
-SUBPROCESS_TIMEOUT = 900
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _CODE = re.compile(r"`([^`\n]+)`")
