@@ -10,8 +10,11 @@ import sys
 
 from bench_corpus import build_corpus_if_missing, corpus_extensions, corpus_stats, list_corpus, warm_page_cache
 from bench_costs import measure_per_image_costs
+from bench_docs import check_blocks, write_tables
 from bench_measure import child_env
 from bench_report import (
+    docs_table_names,
+    docs_tables,
     print_bytecode_note,
     print_load_note,
     print_per_image_costs,
@@ -59,6 +62,8 @@ def run_benchmark(args) -> int:
     """Runs the benchmark `args` (benchmark.parse_args) describe; 0 if every run of every variant succeeded."""
     extensions = corpus_extensions()
     items, corpus = prepare_corpus(args.corpus, extensions)
+    if args.docs:
+        check_blocks(args.docs, docs_table_names(corpus["files"]))
     print(
         f"corpus {corpus['path']}: {corpus['files']} files, {corpus['mb']:.1f} MB; variants {args.variants}, "
         f"{args.runs} run(s) each",
@@ -92,4 +97,6 @@ def run_benchmark(args) -> int:
     print_bytecode_note(uncached)
     if args.json:
         write_report(args.json, settings, (load_start, load_end), results, costs, uncached)
+    if args.docs:
+        write_tables(args.docs, docs_tables(results, costs, corpus["files"]), args.command)
     return 0 if all(r["status"] == "ok" for r in results.values()) else 1

@@ -6,6 +6,7 @@ Usage::
 
     python scripts/bench_planning.py [--sizes 10000,100000] [--folders 1000] [--latencies 0,0.1]
                                      [--kinds images,image_csv] [--threads 1,default] [--json out.json]
+                                     [--docs docs/performance.md]
 
 For each size, a GCS stand-in (tests/gcs_list_stand_in.py, a loopback server in this process)
 serves a synthetic bucket of that many objects, ``gs://bench/images/class<f>/img<i>.jpg`` in
@@ -32,6 +33,9 @@ rate, the memory those workers hold, and the shuffle of each record once (about 
 bytes), priced at list prices. Every one of those is a flag, printed as an input: measure the
 rate with ``scripts/benchmark.py --variants pipeline_1core`` on your images, and check the prices.
 
+With ``--docs PATH``, both tables go into that markdown page too, into its blocks ``planning`` and
+``dataflow-cost``, each with this command and the machine (bench_docs).
+
 The stand-in's own CPU (about 30 ms per page of 1,000 objects) shares the machine with the
 subprocess: on 2 cores it slows the listing threads only a little.
 """
@@ -42,20 +46,20 @@ import argparse
 import csv
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 
+from bench_docs import check_blocks, invoked_command, markdown_table, this_machine, write_tables
 from bench_measure import run_measured, tail
 from bench_settings import REPO_ROOT, RESULT_TAG
 
 KINDS = ("images", "image_csv")
+DOCS_BLOCKS = ("planning", "dataflow-cost")  # the blocks --docs writes: the runs, the cost estimate
 BUCKET, ROOT = "bench", "images"
 # Inputs of the cost estimate, each a flag: (default, what it is and where the default comes from).
-RATE_SOURCE = "README Performance: the pipeline on one core, 2,000 photos, 2-core VM, 2026-11-26"
-IMAGE_KB_SOURCE = "README Performance's corpus: 196 MB of 2,000 photos"
+RATE_SOURCE = "pipeline_1core of scripts/benchmark.py, 2,000 photos, an idle 2-core Intel Xeon, 2026-11-26"
+IMAGE_KB_SOURCE = "docs/performance.md's corpus: 196 MB of 2,000 photos"
 GB_PER_VCPU_SOURCE = "n1-standard machines"
 PRICE_SOURCE = "Dataflow list prices, batch, us-central1: check the current ones for your region"
 
@@ -77,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed per run")
     parser.add_argument("--json", default=None, help="also write every figure as JSON to this path")
+    parser.add_argument("--docs", default=None, help="also write both tables into this markdown page's blocks")
     cost = parser.add_argument_group("Dataflow cost estimate (inputs)")
     cost.add_argument(
         "--images_per_core_s", type=float, default=296.9, help=f"conversion rate per vCPU ({RATE_SOURCE})"
@@ -247,17 +252,21 @@ _COLUMNS = (  # heading, key, format
 )
 
 
-def print_table(rows: list[dict]) -> None:
+def runs_table(rows: list[dict]) -> str:
+    """Every run as a markdown table."""
+
     def cell(row, key, spec):
         value = row.get(key)
         if value is None:
             return "-"
         return spec.format(value * 1000 if key == "latency_s" else value)
 
-    print("| " + " | ".join(heading for heading, _, _ in _COLUMNS) + " |")
-    print("|" + "|".join("---" if key in ("kind", "check") else "---:" for _, key, _ in _COLUMNS) + "|")
-    for row in rows:
-        print("| " + " | ".join(cell(row, key, spec) for _, key, spec in _COLUMNS) + " |")
+    align = "".join("l" if key in ("kind", "check") else "r" for _, key, _ in _COLUMNS)
+    cells = [[cell(row, key, spec) for _, key, spec in _COLUMNS] for row in rows]
+    return markdown_table([heading for heading, _, _ in _COLUMNS], cells, align)
+
+
+def print_failures(rows: list[dict]) -> None:
     for row in rows:
         if "failed" in row:
             print(f"\nFAILED: {_progress(row)}\n{row['failed']}")
@@ -277,6 +286,25 @@ def dataflow_cost(args) -> dict:
     return {"vcpu_hours": vcpu_hours, "gb_hours": gb_hours, "shuffle_gb": shuffle_gb, "usd": usd}
 
 
+def cost_table(args, cost: dict) -> str:
+    """The estimate as a markdown table: what is bought, how much, at what cost; then its inputs."""
+    usd = cost["usd"]
+    rows = [
+        ["vCPU", f"{cost['vcpu_hours']:.3f} vCPU-hours", f"${usd['vcpu']:.3f}"],
+        ["memory", f"{cost['gb_hours']:.3f} GB-hours", f"${usd['memory']:.3f}"],
+        ["shuffle, each record once", f"{cost['shuffle_gb']:.1f} GB", f"${usd['shuffle']:.3f}"],
+        ["total (workers' disks and start-up not counted)", "", f"${sum(usd.values()):.3f}"],
+    ]
+    inputs = (
+        f"Inputs: {args.images_per_core_s:g} images/s per vCPU (`--images_per_core_s`: {RATE_SOURCE}); "
+        f"{args.image_kb:g} kB per image (`--image_kb`: {IMAGE_KB_SOURCE}); "
+        f"{args.gb_per_vcpu:g} GB per vCPU (`--gb_per_vcpu`: {GB_PER_VCPU_SOURCE}); "
+        f"${args.vcpu_hour_usd:g} per vCPU-hour, ${args.gb_hour_usd:g} per GB-hour, ${args.shuffle_gb_usd:g} per GB "
+        f"shuffled ({PRICE_SOURCE})."
+    )
+    return markdown_table(["per million images", "quantity", "list price"], rows) + "\n\n" + inputs
+
+
 def print_cost(args, cost: dict) -> None:
     usd = cost["usd"]
     print("\nDataflow cost per million images (an estimate from the inputs below):")
@@ -293,22 +321,19 @@ def print_cost(args, cost: dict) -> None:
     print(f"  total:   ${sum(usd.values()):.3f} per million images (workers' disks and start-up not counted)")
 
 
-def _commit() -> str:
-    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
-    return found.stdout.strip() or "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if REPO_ROOT not in sys.path:
         sys.path.insert(1, REPO_ROOT)  # the project's packages, after this folder's bench_* modules
     if args.worker:
         return worker(args)
+    if args.docs:
+        check_blocks(args.docs, DOCS_BLOCKS)
     from pipeline.config import Config
 
     default = Config.model_fields["listing_threads"].default
     thread_settings = [default if t == "default" else int(t) for t in args.threads]
-    machine = f"{len(os.sched_getaffinity(0))} cores, Python {platform.python_version()}, commit {_commit()}"
+    machine = this_machine()
     print(f"planning benchmark: {machine}; listing_threads default {default}", file=sys.stderr)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-planning-") as folder:
@@ -316,10 +341,15 @@ def main(argv: list[str] | None = None) -> int:
             rows += run_size(args, objects, thread_settings, folder)
     check(rows)
     _speed_ups(rows)
-    print(f"Planning against the GCS stand-in, {args.folders:,} class folders; {machine}; {time.strftime('%Y-%m-%d')}")
-    print_table(rows)
+    print(f"Planning against the GCS stand-in, {args.folders:,} class folders; {machine}")
+    table = runs_table(rows)
+    print(table)
+    print_failures(rows)
     cost = dataflow_cost(args)
     print_cost(args, cost)
+    if args.docs:
+        command = invoked_command(__file__, sys.argv[1:] if argv is None else argv)
+        write_tables(args.docs, dict(zip(DOCS_BLOCKS, (table, cost_table(args, cost)), strict=True)), command, machine)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine, "args": vars(args), "runs": rows, "dataflow_cost": cost}, f, indent=1)

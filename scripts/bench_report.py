@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Iterable
 from types import ModuleType
 
+from bench_docs import markdown_table
 from bench_settings import FLOOR_VARIANTS, NAME_WIDTH, PINNED_CPUS, PIPELINE_VARIANTS
 
 TABLE_NOTES = (
@@ -109,7 +110,7 @@ def summarize_all(variants: list[str], runs: dict, verified: dict, problems: dic
     return results
 
 
-def _fmt(value, spec: str, suffix: str = "", missing: str = "-") -> str:
+def _fmt(value, spec: str, suffix: str = "", missing: str | None = "-") -> str | None:
     return missing if value is None else format(value, spec) + suffix
 
 
@@ -220,7 +221,7 @@ def print_per_image_costs(costs: dict, results: dict, runs: int) -> None:
         return f" ({100 * costs[key] / pipeline_cpu_us:.0f}% of the pipeline's CPU time per image)"
 
     print(
-        f"\nper image (median of {runs}, one thread): integrity check: header-only dimensions "
+        f"\nper image (median of {runs}, CPU time on one thread): integrity check: header-only dimensions "
         f"{costs['header_only_us']:.0f} us, check_image {costs['check_image_us']:.0f} us{share('check_image_us')}; "
         f"GZIP: stdlib zlib {costs['gzip_zlib_us']:.0f} us, ISA-L {costs['gzip_isal_us']:.0f} us, "
         f"stored blocks (what the pipeline writes for payloads that do not compress) {costs['gzip_stored_us']:.0f} us; "
@@ -290,3 +291,108 @@ def write_report(path: str, settings, loadavg: tuple, results: dict, costs: dict
     with open(path, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2, sort_keys=True)
     print(f"\nwrote {path}")
+
+
+# What each variant is, as the docs' tables name it (the module docstring of benchmark.py has the detail).
+DOCS_LABELS = {
+    "pipeline": "`pipeline`: the CLI as it is",
+    "pipeline_threads": "`pipeline_threads`: images converted on threads (`image.local_processes: 0`)",
+    "pipeline_processes": "`pipeline_processes`: a converting process per core (`image.local_processes`)",
+    "pipeline_uncompressed": "`pipeline_uncompressed`: `--compression none`",
+    "pipeline_parallel": "`pipeline_parallel`: `--direct_num_workers 0` (FnApiRunner, a worker per core)",
+    "pipeline_1core": "`pipeline_1core`: on one core (`taskset -c 0`)",
+    "pipeline_write_to_tfrecord": (
+        "`pipeline_write_to_tfrecord`: records grouped by shard before writing "
+        "(`image.local_write_while_reading: false`, as on Dataflow)"
+    ),
+    "pipeline_write_to_tfrecord_1core": "`pipeline_write_to_tfrecord_1core`: the same on one core",
+    "serial_tf": (
+        "`serial_tf`: the TF tutorials' serial loop (`read_file`, `decode_jpeg` for the dimensions, "
+        "`TFRecordWriter` GZIP)"
+    ),
+    "plain_beam": (
+        "`plain_beam`: plain Beam (`Create -> Reshuffle -> ParDo(read, TF dimensions, Example) -> Reshuffle "
+        "-> WriteToTFRecord`)"
+    ),
+    "floor": "`floor`: the necessary work, a process per core, no Beam",
+    "floor_1core": "`floor_1core`: the floor on one core",
+    "runner_1core": "`runner_1core`: the pipeline on one core with a ready Example for every source",
+}
+# The docs' per-image costs: (key in measure_per_image_costs' figures, what it is).
+DOCS_COSTS = (
+    ("header_only_us", "image dimensions from the header alone"),
+    ("check_image_us", "integrity check (`check_image`: header, then a 1/8-scale draft decode of a JPEG)"),
+    ("gzip_zlib_us", "GZIP through the stdlib's zlib"),
+    ("gzip_isal_us", "GZIP through ISA-L"),
+    ("gzip_stored_us", "GZIP as stored blocks (what the pipeline writes for payloads that do not compress)"),
+    ("content_digest_us", "XXH3-128 digest of the source (finds copies)"),
+    ("read_back_us", "read-back before publishing"),
+)
+
+
+def docs_table_names(files: int) -> tuple[str, str]:
+    """The page's blocks for a corpus of `files` images: the variants, the per-image costs."""
+    return f"conversion-{files}", f"conversion-{files}-costs"
+
+
+def _ratio_to(summary: dict, base, figure: str):
+    med = summary.get("median")
+    return med[figure] / base if med and base else None
+
+
+def _floor_ratio(summary: dict, figure: str):
+    return (summary.get("ratios", {}).get("vs_floor") or {}).get(figure)
+
+
+def _throughput(summary: dict) -> str:
+    spread = f"({summary['min_images_per_s']:.0f}-{summary['max_images_per_s']:.0f})"
+    return f"{summary['median']['images_per_s']:.1f} {spread}"
+
+
+def variants_table(results: dict) -> str:
+    """Each variant's medians as a markdown table, with the ratios whose baselines ran beside it."""
+    base_tp = _baseline(results, "serial_tf", "images_per_s")
+    base_rss = _baseline(results, "plain_beam", "peak_rss_mb")
+    columns = [  # heading, figure of a variant's summary (None: not measured)
+        ("img/s (min-max)", _throughput),
+        ("CPU s", lambda s: f"{s['median']['cpu_s']:.2f}"),
+        ("peak RSS", lambda s: f"{s['median']['peak_rss_mb']:,.0f} MB"),
+        ("start-up s", lambda s: _fmt(s["median"]["startup_s"], ".2f", missing=None)),
+        ("vs serial loop", lambda s: _fmt(_ratio_to(s, base_tp, "images_per_s"), ".2f", "x", None)),
+        ("RSS vs plain Beam", lambda s: _fmt(_ratio_to(s, base_rss, "peak_rss_mb"), ".2f", "x", None)),
+        ("vs floor, wall", lambda s: _fmt(_floor_ratio(s, "wall"), ".2f", "x", None)),
+        ("vs floor, after start-up", lambda s: _fmt(_floor_ratio(s, "in_job"), ".2f", "x", None)),
+    ]
+    ran = {variant: summary for variant, summary in results.items() if summary.get("median")}
+    cells = {heading: [figure(summary) for summary in ran.values()] for heading, figure in columns}
+    shown = [heading for heading, _ in columns if any(cell is not None for cell in cells[heading])]
+    rows = [[DOCS_LABELS[variant], *(cells[heading][i] or "" for heading in shown)] for i, variant in enumerate(ran)]
+    failed = [variant for variant in results if variant not in ran]
+    table = markdown_table(["variant", *shown], rows)
+    return "\n\n".join([table, *([f"No successful run: {', '.join(failed)}."] if failed else []), _load(results)])
+
+
+def _load(results: dict) -> str:
+    """The load the runs shared the machine with: above its core count, other processes slowed
+    every variant, so the ratios side by side hold and the absolute figures understate."""
+    loads = [run["loadavg_after"] for summary in results.values() for run in summary["runs"]]
+    return (
+        f"Load average after each run: median {statistics.median(loads):.1f} ({min(loads):.1f}-{max(loads):.1f}) "
+        f"on {len(os.sched_getaffinity(0))} usable cores."
+    )
+
+
+def costs_table(costs: dict, results: dict) -> str:
+    """The per-image costs as a markdown table, each beside the default pipeline's CPU per image."""
+    pipeline_cpu_us = _baseline(results, "pipeline", "cpu_us_per_image")
+    rows = [
+        [what, f"{costs[key]:,.0f}", f"{100 * costs[key] / pipeline_cpu_us:.0f}%" if pipeline_cpu_us else ""]
+        for key, what in DOCS_COSTS
+    ]
+    return markdown_table(["per image, CPU time on one thread", "us", "of the pipeline's CPU per image"], rows)
+
+
+def docs_tables(results: dict, costs: dict, files: int) -> dict[str, str]:
+    """{block name: markdown table} for the page (bench_docs.write_tables)."""
+    variants, per_image = docs_table_names(files)
+    return {variants: variants_table(results), per_image: costs_table(costs, results)}

@@ -4,6 +4,7 @@
 Usage::
 
     python scripts/bench_tabular_memory.py [--sizes 10,25,50] [--gb] [--baseline DIR] [--folder bench/tabular]
+                                           [--docs docs/performance.md]
 
 Writes a CSV of each size (MB; `--gb` adds 1000) into `--folder` (kept for the next run: the same
 seeded rows, as the bundled sample's columns: an int id, three floats, a count, a category, a
@@ -12,7 +13,9 @@ process per run, and prints per run: rows, wall time, peak RSS (of its process t
 scripts/benchmark.py samples it) and the peak the run logged as its estimate
 (pipeline.runners.estimated_peak), with their ratio. `--baseline DIR` runs each CSV
 through another checkout too (one made with `git archive COMMIT | tar -x -C DIR`), side by side.
-A run's time grows with its input: the default sizes take minutes, `--gb` much longer.
+A run's time grows with its input: the default sizes take minutes, `--gb` much longer. `--docs PATH`
+also writes the table into that markdown page's block `tabular-memory`, with this command and the
+machine (bench_docs).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import sys
 import tempfile
 import time
 
+from bench_docs import check_blocks, invoked_command, markdown_table, write_tables
 from bench_measure import TreeRssSampler
 
 _LOG = logging.getLogger("bench_tabular_memory")
@@ -37,6 +41,8 @@ WRITTEN = re.compile(r"written (\d+)")
 HEADER = "id,x1,x2,x3,count,category,flag,label\n"
 CATEGORIES = ("alpha", "beta", "gamma", "delta")
 ROW = "{:>8} {:>10} {:>8} {:>8} {:>11} {:>11} {:>8}"
+HEADINGS = ("input MB", "rows", "checkout", "wall s", "peak RSS MB", "estimate MB", "est/peak")
+DOCS_BLOCK = "tabular-memory"
 
 
 def make_csv(path: str, megabytes: int) -> None:
@@ -99,6 +105,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--gb", action="store_true", help="add a 1000 MB CSV (a long run)")
     parser.add_argument("--baseline", help="another checkout whose pipeline converts each CSV too, side by side")
     parser.add_argument("--folder", default=os.path.join(REPO_ROOT, "bench", "tabular"), help="where the CSVs are kept")
+    parser.add_argument("--docs", help=f"also write the table into this markdown page's block {DOCS_BLOCK}")
     return parser.parse_args(argv)
 
 
@@ -107,8 +114,11 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",") if size] + ([1000] if args.gb else [])
     checkouts = [("this", REPO_ROOT)] + ([("baseline", os.path.abspath(args.baseline))] if args.baseline else [])
+    if args.docs:
+        check_blocks(args.docs, [DOCS_BLOCK])
     os.makedirs(args.folder, exist_ok=True)
-    print(ROW.format("input MB", "rows", "checkout", "wall s", "peak RSS MB", "estimate MB", "est/peak"))
+    print(ROW.format(*HEADINGS))
+    table = []
     for size in sizes:
         folder = os.path.join(args.folder, f"{size}mb")
         csv_path = os.path.join(folder, "table.csv")
@@ -123,18 +133,20 @@ def main(argv=None) -> int:
             finally:
                 shutil.rmtree(output, ignore_errors=True)
             ratio = run["estimate_mb"] / run["peak_mb"]
-            print(
-                ROW.format(
-                    size,
-                    run["rows"],
-                    name,
-                    f"{run['wall_s']:.1f}",
-                    f"{run['peak_mb']:.0f}",
-                    f"{run['estimate_mb']:.0f}",
-                    f"{ratio:.2f}",
-                ),
-                flush=True,
+            row = (
+                size,
+                run["rows"],
+                name,
+                f"{run['wall_s']:.1f}",
+                f"{run['peak_mb']:.0f}",
+                f"{run['estimate_mb']:.0f}",
+                f"{ratio:.2f}",
             )
+            print(ROW.format(*row), flush=True)
+            table.append(row)
+    if args.docs:
+        command = invoked_command(__file__, sys.argv[1:] if argv is None else argv)
+        write_tables(args.docs, {DOCS_BLOCK: markdown_table(HEADINGS, table, "rrlrrrr")}, command)
     return 0
 
 

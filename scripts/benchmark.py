@@ -9,6 +9,7 @@ Usage::
                                             pipeline_write_to_tfrecord_1core,serial_tf,plain_beam,floor,
                                             floor_1core,runner_1core]
                                 [--runs 3] [--pipeline_args "--some_flag value"] [--json results.json]
+                                [--docs docs/performance.md]
 
 Runs every variant ``--runs`` times, each run in its own subprocess, round-robin (run 1 of every
 variant, then run 2, ...), on a folder of ``<class>/<image>`` files (default ``bench/photos``, built
@@ -82,13 +83,17 @@ corpus' file count (``--no-verify`` skips this). Each run's output is deleted af
 Prints a table, then per-image costs measured in this process on one thread (the integrity check
 against header-only dimensions; GZIP as stored blocks, through ISA-L and the stdlib's zlib; the
 read-back), to stdout and, with ``--json PATH``, writes every figure (each run included) there.
+With ``--docs PATH``, the variants and the per-image costs go into that markdown page too, as
+tables in its blocks ``conversion-FILES`` and ``conversion-FILES-costs`` (FILES: the corpus' image
+count), each with this command and the machine (``bench_docs``).
 This is a script, not a test: nothing in the test suite times anything.
 
 The code, beside this file: ``bench_driver`` (the steps), ``bench_corpus`` (listing the corpus),
 ``bench_runs`` (the round-robin of runs), ``bench_measure`` (one measured subprocess and its
 process tree's RSS), ``bench_variants`` (the script variants and the record counter, run as
 ``benchmark.py --worker``), ``bench_costs`` (the per-image costs), ``bench_report`` (table and
-JSON), ``bench_settings`` (names they share).
+JSON, and the docs' tables), ``bench_docs`` (writing tables into a page), ``bench_settings``
+(names they share).
 """
 
 from __future__ import annotations
@@ -97,7 +102,8 @@ import argparse
 import shlex
 import sys
 
-from bench_settings import DEFAULT_CORPUS, REPO_ROOT, VARIANTS, WORKERS
+from bench_docs import invoked_command
+from bench_settings import BENCHMARK_SCRIPT, DEFAULT_CORPUS, REPO_ROOT, VARIANTS, WORKERS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -111,6 +117,12 @@ def _parser() -> argparse.ArgumentParser:
         "--pipeline_args", default="", help='extra CLI words for the pipeline variant, e.g. --pipeline_args="--x 1"'
     )
     parser.add_argument("--json", default=None, help="also write all figures as JSON to this path")
+    parser.add_argument(
+        "--docs",
+        default=None,
+        help="also write the tables into their blocks of this markdown page, "
+        "<!-- table: conversion-FILES --> and <!-- table: conversion-FILES-costs -->",
+    )
     parser.add_argument("--timeout", type=float, default=600, help="seconds allowed per run (default: 600)")
     parser.add_argument("--tmp", default=None, help="where run outputs are written (default: system temp)")
     parser.add_argument("--keep", action="store_true", help="keep the run output folders")
@@ -139,6 +151,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--runs must be at least 1")
     args.variants = variants
     args.pipeline_args = shlex.split(args.pipeline_args)
+    args.command = invoked_command(BENCHMARK_SCRIPT, sys.argv[1:] if argv is None else argv)
     return args
 
 

@@ -3,6 +3,7 @@
     python scripts/make_photo_corpus.py                     # ~2,000 photos in bench/photos
     python -m pipeline --input bench/photos --output bench/photos_tfrecords --overwrite
     python scripts/benchmark_input.py [--data bench/photos_tfrecords] [--runs 3] [--batch_size 64]
+                                      [--docs docs/performance.md]
 
 Both readers read the same GZIP shards (every split: the whole corpus) on the CPU and deliver
 batches of 224x224x3 images with their labels (the trainer's as uint8, which its models take; the
@@ -33,6 +34,8 @@ up first; medians of --runs are reported, with a read + parse only row as the ce
 decoding, and two decode floors (the random and the center window of each JPEG decoded at the
 coarsest DCT scale, no resize): less work than any reader that shows the model that window, so
 their speed-up over the seeds' reader bounds what decoding less can reach on this corpus and CPU.
+`--docs PATH` also writes the table of medians into that markdown page's block `training-input`,
+with this command and the machine (bench_docs).
 """
 
 from __future__ import annotations
@@ -47,10 +50,12 @@ import sys
 import time
 
 import tensorflow as tf
+from bench_docs import check_blocks, invoked_command, markdown_table, write_tables
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 AUTOTUNE = tf.data.AUTOTUNE
+DOCS_BLOCK = "training-input"
 
 
 def seeds_reader(
@@ -155,6 +160,17 @@ def timed_epoch(
     return figures
 
 
+def medians_table(runs: dict, medians: dict, records: int, shards: int, batch_size: int, image_size: int) -> str:
+    """The readers' medians as a markdown table, with the spread of their runs."""
+    rows = []
+    for name, figures in runs.items():
+        rates = [r for r, _ in figures]
+        rows.append([name, f"{medians[name][0]:,.0f} ({min(rates):,.0f}-{max(rates):,.0f})", f"{medians[name][1]:.2f}"])
+    heading = f"reader ({records:,} records in {shards} GZIP shards, batches of {batch_size}, {image_size} px)"
+    runs_each = min(len(figures) for figures in runs.values())
+    return markdown_table([heading, f"img/s, median of {runs_each} (min-max)", "CPU ms/img"], rows)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="bench/photos_tfrecords", help="converted benchmark corpus")
@@ -163,9 +179,12 @@ def main(argv=None) -> int:
     p.add_argument("--image_size", type=int, default=224)
     p.add_argument("--seeds_shuffle_buffer", type=int, default=1000, help="the seeds' shuffle buffer (decoded images)")
     p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--docs", help=f"also write the table into this markdown page's block {DOCS_BLOCK}")
     args = p.parse_args(argv)
     if args.runs < 3:
         p.error("--runs must be at least 3")
+    if args.docs:
+        check_blocks(args.docs, [DOCS_BLOCK])
 
     tf.config.set_visible_devices([], "GPU")  # CPU only, for both readers
     sys.path.insert(0, str(REPO))
@@ -230,6 +249,9 @@ def main(argv=None) -> int:
     for name, figures in runs.items():
         each = ", ".join(f"{r:.0f}" for r, _ in figures)
         print(f"{name:<56} {medians[name][0]:>7.0f} {medians[name][1]:>11.2f}   {each}")
+    if args.docs:
+        command = invoked_command(__file__, sys.argv[1:] if argv is None else argv)
+        write_tables(args.docs, {DOCS_BLOCK: medians_table(runs, medians, records, len(paths), bs, size)}, command)
     speedup = {
         "cold": medians[trainer][0] / medians[seeds][0],
         "steady": medians[trainer_steady][0] / medians[seeds][0],

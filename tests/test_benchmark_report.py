@@ -11,6 +11,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import bench_report  # noqa: E402  (script modules, found through the line above)
 import bench_runs  # noqa: E402
+import bench_settings  # noqa: E402
 
 CORPUS = {"files": 10_000, "mb": 990.0}
 COSTS = {
@@ -125,3 +126,52 @@ def test_the_bytecode_note_counts_modules_per_package_most_first(capsys):
     bench_report.print_bytecode_note(many)
     said = capsys.readouterr().out
     assert "(package7 8, package6 7, package5 6, package4 5, package3 4, package2 3, 2 more packages)" in said
+
+
+def _floor_run() -> dict:
+    measured = {
+        "rc": 0,
+        "timed_out": False,
+        "wall_s": 7.5,
+        "cpu_s": 14.0,
+        "sys_s": 0.5,
+        "peak_rss_mb": 100.0,
+        "peak_processes": 3,
+        "rss_samples": 100,
+        "result": {"work_s": 7.0},
+        "first_read_s": None,
+    }
+    return bench_runs.run_record(1, measured, CORPUS)
+
+
+def test_the_docs_tables_hold_the_medians_and_the_ratios_whose_baselines_ran():
+    """The serial loop did not run and plain Beam failed: no ratio to either is shown, and the
+    failure is named; the pipeline is set against the floor it ran beside."""
+    failed = {**_run(1, 3.0, 2.0), "rc": 1}
+    runs = {
+        "pipeline": [_run(1, 10.0, 20.0), _run(2, 10.5, 21.0), _run(3, 9.5, 22.0)],
+        "floor": [_floor_run()],
+        "plain_beam": [failed],
+    }
+    results = bench_report.summarize_all(list(runs), runs, {}, {v: [] for v in runs})
+
+    tables = bench_report.docs_tables(results, COSTS, CORPUS["files"])
+
+    assert list(tables) == ["conversion-10000", "conversion-10000-costs"]
+    variants = tables["conversion-10000"].splitlines()
+    assert variants[:4] == [
+        "| variant | img/s (min-max) | CPU s | peak RSS | start-up s | vs floor, wall | vs floor, after start-up |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        "| `pipeline`: the CLI as it is | 1000.0 (952-1053) | 21.00 | 1,200 MB | 1.50 | 0.75x | 0.82x |",
+        "| `floor`: the necessary work, a process per core, no Beam | 1333.3 (1333-1333) | 14.00 | 100 MB | 0.50 "
+        "|  |  |",
+    ]
+    assert "No successful run: plain_beam." in variants
+    assert variants[-1].startswith("Load average after each run: median ")
+    costs = tables["conversion-10000-costs"].splitlines()
+    assert "| integrity check (`check_image`: header, then a 1/8-scale draft decode of a JPEG) | 1,050 | 50% |" in costs
+    assert len(costs) == 2 + len(COSTS)
+
+
+def test_every_variant_has_a_label_in_the_docs():
+    assert set(bench_report.DOCS_LABELS) == set(bench_settings.VARIANTS)
