@@ -64,7 +64,7 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     fractions = config.split_fractions
     if plan.kind == "images":
         listed = p | "ListClassFolders" >> ListClassFolders(
-            plan.input, config.image.extensions, fractions, plan.listed_here
+            plan.input, config.image.extensions, fractions, plan.listed_here, plan.listing.sources
         )
     else:
         c = config.image_csv
@@ -79,6 +79,7 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
             roots,
             plan.csv_parts,
             plan.csv_size,
+            plan.listing.sources,
         )
     settings = ImageSettings(
         plan.label_map,
@@ -91,6 +92,7 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     reading = dict(
         threads=config.image.read_threads,
         processes=converting_processes(p.options.view_as(StandardOptions).runner, config),
+        total=plan.images,
     )
     layout = ShardLayout(folder, plan.shards, plan.compression)
     into_shards = writes_while_reading(p.options, plan.kind, plan.shards, config.image.local_write_while_reading)
@@ -146,9 +148,9 @@ def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         files.files
         | "SpreadFiles" >> beam.Reshuffle()
         | "ReadCsvRows"
-        >> beam.ParDo(ReadCsvRows(root, plan.columns, config.split_fractions, plan.dialect.delimiter)).with_outputs(
-            DEAD_LETTERS, main="rows"
-        )
+        >> beam.ParDo(
+            ReadCsvRows(root, plan.columns, config.split_fractions, plan.dialect.delimiter, plan.listing.bytes)
+        ).with_outputs(DEAD_LETTERS, main="rows")
     )
     schema = rows.rows | "InferSchema" >> beam.CombineGlobally(
         InferSchema(plan.columns, config.csv.schema, plan.dialect.decimal)

@@ -16,14 +16,14 @@ import logging
 import sys
 from collections.abc import Callable
 
-from pipeline.flags import DEBUG_FLAG
+from pipeline.flags import COMMANDS, DEBUG_FLAG
 from pipeline.job import EXIT_FAILED
 from pipeline.lease import Unfinished
 from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas
 from transforms.stopping import Stopped
 
 # Sub-commands named by the first argument; anything else is the conversion's flags.
-SUBCOMMANDS = ("convert", "refresh", "inspect")
+SUBCOMMANDS = tuple(COMMANDS)
 
 EXIT_INTERRUPTED = 130  # a shell's code for a command stopped by Ctrl-C (128 + SIGINT)
 _LOG = logging.getLogger("pipeline")
@@ -50,7 +50,13 @@ class QuietStops(logging.Filter):
 
 
 def _set_up_logging(debug: bool) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from transforms.progress import ConsoleHandler  # on a terminal, records go above the progress bars
+
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=[ConsoleHandler(sys.stderr)],
+    )
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     logging.getLogger(HideInMemoryWorkersWarning.LOGGER).addFilter(HideInMemoryWorkersWarning())
     _filter_every_handler(QuietStops)

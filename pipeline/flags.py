@@ -18,6 +18,14 @@ from core.contract.manifest import KINDS
 _SHARDING_KEYS = ("num_shards", "reader_hosts", "target_shard_mib")
 INSTALLED_COMMAND = "tfrecord-pipeline"  # setup.py's console script
 DEBUG_FLAG = "--debug"  # accepted anywhere on any command's line, taken out before parsing (pipeline.cli)
+DEBUG_HELP = f"{DEBUG_FLAG}, anywhere on the line: tracebacks and multi-line log records in full."
+# The commands of `python -m pipeline` (pipeline.cli dispatches on the first argument), each with
+# the line that introduces it in every help that lists them.
+COMMANDS = {
+    "convert": "convert images or CSV files into sharded TFRecords with a manifest (the default command)",
+    "refresh": "publish a new version of a dataset under ROOT and move ROOT/LATEST to it; skips unchanged input",
+    "inspect": "show what a converted dataset holds; --verify reads every record back",
+}
 
 
 def command_name(subcommand: str = "") -> str:
@@ -94,11 +102,21 @@ REFRESH_FLAGS = (
 COMMAND_FLAGS = {"convert": CONVERT_FLAGS, "refresh": REFRESH_FLAGS}
 
 
+def commands_help() -> str:
+    """The commands, one line each: what the top-level help (convert's) lists."""
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {summary}" for name, summary in COMMANDS.items()]
+    return "\n".join([f"commands ({command_name()} COMMAND --help: its flags):", *lines])
+
+
 def make_parser(prog: str, description: str, flags: Iterable[Flag]) -> argparse.ArgumentParser:
+    """A conversion command's parser; `description` is printed as written (line breaks kept)."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description=description,
-        epilog="Other flags must be Apache Beam options (e.g. --runner DataflowRunner); anything else is refused.",
+        epilog="Other flags must be Apache Beam options (e.g. --runner DataflowRunner); anything else is "
+        f"refused.\n{DEBUG_HELP}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     for flag in flags:
         flag.add_to(parser)

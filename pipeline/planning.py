@@ -32,7 +32,7 @@ from pipeline.config import Config, CsvConfig
 from pipeline.image_csv_plan import RowTable, found_images, names_of
 from pipeline.listing_digest import ListingDigest
 from pipeline.sharding import shard_count
-from transforms import listing_handover
+from transforms import listing_handover, progress
 from transforms.csv_dialect import CsvDialect, DialectError
 from transforms.csv_records import WHOLE_CSV, CsvPart, CsvRecords
 from transforms.outcomes import DeadLetter, Source
@@ -62,6 +62,7 @@ class PlannedInput:
     dialect: CsvDialect = CsvDialect()  # tabular: how every file is read (transforms.csv_dialect)
     csv_parts: tuple[CsvPart, ...] = WHOLE_CSV  # image CSV: read part by part, side by side
     csv_size: int = 0  # image CSV: its size, which its parts were cut in
+    images: int | None = None  # image kinds: the images the job will convert
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Plan:
     dialect: CsvDialect = CsvDialect()  # tabular: how every file is read (transforms.csv_dialect)
     csv_parts: tuple[CsvPart, ...] = WHOLE_CSV  # image CSV: read part by part, side by side
     csv_size: int = 0  # image CSV: its size, which its parts were cut in
+    images: int | None = None  # image kinds: the images the job will convert (its progress' total)
 
     @property
     def record_files(self) -> ShardedFileTemplate:
@@ -96,7 +98,8 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedIn
     split_bytes = {name: 0 for name in config.splits}
     labels, sources, digest = set(), 0, ListingDigest()
     kept: list | None = [] if hand_over else None
-    for entry in storage.list_below(root, config.listing_threads):
+    listing = progress.Phase("listing", "files")
+    for entry in progress.counted(storage.list_below(root, config.listing_threads), listing):
         outcome = classify_listed(root, entry, extensions, config.split_fractions)
         if kept is not None:
             kept.append(outcome)
@@ -112,6 +115,7 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedIn
             sources += 1
             labels.add(outcome.label)
             split_bytes[outcome.split] += entry.size_in_bytes
+    listing.finish()
     if not sources:
         raise PlanError(
             f"no images in class folders below {root} ({digest.files} file(s) listed"
@@ -127,6 +131,7 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedIn
         _listing(digest, digest.files + digest.unlisted),
         math.ceil(sources / SOURCES_PER_PERMUTE_BUCKET),
         listing_handover.keep(kept) if kept is not None else None,
+        images=sources,
     )
 
 
@@ -143,11 +148,13 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
     table, rows, first_dead = RowTable(), 0, None
     parts, part = [], CsvPart(0, 0, None)
     cut = CSV_PART_BYTES if not storage.is_gzip(csv_uri) else None  # a GZIP stream is read from its start
+    listing = progress.Phase("listing", "rows")
     with storage.open_text(csv_uri, errors="surrogateescape") as text:
         records = CsvRecords(text)
-        for row in image_csv_rows(
+        csv_rows = image_csv_rows(
             records, csv_uri, c.uri_column, c.label_column, c.split_column, config.split_fractions, roots
-        ):
+        )
+        for row in progress.counted(csv_rows, listing):
             rows += 1
             if isinstance(row, CsvRow):
                 table.add(row.source)
@@ -156,6 +163,7 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
             if cut and records.offset - part.start >= cut:  # the next row starts a part
                 parts.append(part._replace(end=records.offset))
                 part = CsvPart(records.offset, records.line, None)
+    listing.finish()
     parts.append(part)
     # Sizes come from listing each folder the CSV points into (one list call per folder, not one
     # request per image), as the job's check does (`check_images_exist`): an image that does not
@@ -187,12 +195,14 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
         math.ceil(len(images) / SOURCES_PER_PERMUTE_BUCKET),
         csv_parts=tuple(parts),
         csv_size=csv_metadata.size_in_bytes,
+        images=int(found.sum()),
     )
 
 
 def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     digest, paths, unlisted, hidden = ListingDigest(), [], {}, []
-    for entry in storage.list_matching(pattern):
+    listing = progress.Phase("listing", "files")
+    for entry in progress.counted(storage.list_matching(pattern), listing):
         if hidden_match(pattern, entry.path):  # the job skips it: no header, no bytes
             hidden.append(printable_path(entry.path))
         elif isinstance(entry, storage.Unlisted):  # a dangling link, a folder: the job's `list` dead letter
@@ -203,6 +213,7 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
         else:
             paths.append(entry.path)
             digest.add(entry.path, entry.size_in_bytes, entry.last_updated_in_seconds)
+    listing.finish()
     if hidden:
         _LOG.info("%s matches %d hidden file(s), which are skipped, such as %s", pattern, len(hidden), min(hidden))
     if not paths and not unlisted:
@@ -301,4 +312,5 @@ def make_plan(config: Config, hand_over: bool = False, local_files: bool = True)
         dialect=planned.dialect,
         csv_parts=planned.csv_parts,
         csv_size=planned.csv_size,
+        images=planned.images,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import decimal
 import logging
 from typing import Protocol
 
@@ -87,11 +88,12 @@ def write_rejection(folder: str, manifest: Manifest) -> None:
 
 def report_rejection(folder: str, manifest: Manifest, fail_job: bool) -> None:
     """Says that the run recorded in `folder` was rejected. `fail_job`: nobody waits for the job to
-    report it, so the job fails (a waiting launcher reports it and exits 1 instead)."""
+    report it, so the job fails with the reasons; otherwise the waiting launcher reports them, once
+    (pipeline.report.rejection_report), and exits 1."""
     counter("runs_rejected").inc()
-    _LOG.error("%s not published: %s", folder, "; ".join(manifest.rejected))
     if fail_job:
         raise RunRejectedError(f"{folder} not published: " + "; ".join(manifest.rejected))
+    _LOG.info("%s: run rejected, recorded in %s", folder, REJECTED_MANIFEST_NAME)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,12 +203,33 @@ def problems(plan: Plan, manifest: Manifest, counted: list[ShardCount], written:
             + "): a dataset without records is not published"
         )
     if manifest.error_budget_exceeded:
-        found.append(
-            f"{100 * manifest.error_fraction:.2f}% of sources failed, over the budget of "
-            f"{100 * manifest.max_error_fraction:.2f}% (--max_error_fraction); see "
-            + ", ".join(join(plan.output, f) for f in manifest.error_files)
-        )
+        found.append(over_budget(manifest))
     return found
+
+
+def over_budget(manifest: Manifest) -> str:
+    """Why a run over its error budget is rejected, with the budget that would have let its errors
+    pass, unless no record was written (then no budget helps). Where the errors are is the
+    rejection report's to say (pipeline.report)."""
+    c = manifest.counts
+    reason = (
+        f"{c.errors} of {c.listed - c.skipped} sources failed ({100 * manifest.error_fraction:.2f}%), over the "
+        f"error budget of {100 * manifest.max_error_fraction:.2f}% (--max_error_fraction {manifest.max_error_fraction})"
+    )
+    if c.written:
+        reason += f"; --max_error_fraction {passing_budget(manifest.error_fraction)} would have let them pass"
+    return reason
+
+
+def passing_budget(error_fraction: float) -> str:
+    """The smallest --max_error_fraction of two significant digits that lets `error_fraction` pass
+    Manifest.error_budget_exceeded (a budget fails only a fraction above it), as the flag's text.
+    Rounded up from the fraction's shortest decimal (repr), whose float is the fraction itself, so
+    the flag parses to a budget at least the fraction, and less than a tenth above it."""
+    shortest = decimal.Decimal(repr(error_fraction))
+    unit = decimal.Decimal(1).scaleb(shortest.adjusted() - 1)  # of the second significant digit
+    budget = (shortest / unit).to_integral_value(rounding=decimal.ROUND_CEILING) * unit
+    return f"{budget.normalize():f}"
 
 
 class PublishManifest(beam.DoFn):

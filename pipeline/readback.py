@@ -16,7 +16,7 @@ from apache_beam.transforms.window import GlobalWindows
 from core.contract.layout import ShardedFileTemplate, join
 from pipeline.planning import Plan
 from pipeline.shard_check import ShardCount, count_shard, count_shards
-from transforms import stopping
+from transforms import progress, stopping
 from transforms.counting import counter
 
 
@@ -42,17 +42,22 @@ def ReadBackShards(root, folder: str, plan: Plan, written, spread: bool = True, 
     )
     if spread:
         paths = paths | "SpreadShards" >> beam.Reshuffle()
-    return paths | "CountRecords" >> beam.ParDo(CountShardRecords(plan.compression, plan.index, processes))
+    counting = CountShardRecords(
+        plan.compression, plan.index, processes, progress.Phase("reading back", "shards", sum(plan.shards.values()))
+    )
+    return paths | "CountRecords" >> beam.ParDo(counting)
 
 
 class CountShardRecords(beam.DoFn):
     """Reads each shard back (pipeline.shard_check) and counts it. A missing or broken shard is a
     verdict (ShardCount.error), not a failure of the step; an I/O error fails the bundle, which
     the runner retries. With `processes` (a local run's local shards) a bundle's shards are read
-    when it ends, in that many processes at once if they are large enough to gain from it."""
+    when it ends, in that many processes at once if they are large enough to gain from it. Each
+    shard counts into `reading_back` (transforms.progress) as it is read."""
 
-    def __init__(self, compression: str, index: bool, processes: int = 0):
+    def __init__(self, compression: str, index: bool, processes: int = 0, reading_back: progress.Phase | None = None):
         self._compression, self._index, self._processes = compression, index, processes
+        self._reading_back = reading_back or progress.Phase("reading back", "shards")
 
     def start_bundle(self):
         self._paths = []
@@ -61,11 +66,14 @@ class CountShardRecords(beam.DoFn):
         if self._processes:
             self._paths.append(path)
             return
-        yield self._counted(count_shard(path, self._compression, self._index))
+        shard = count_shard(path, self._compression, self._index)
+        self._reading_back.add()
+        yield self._counted(shard)
 
     def finish_bundle(self):
         if self._paths:
-            for shard in count_shards(self._paths, self._compression, self._index, self._processes):
+            read = count_shards(self._paths, self._compression, self._index, self._processes, self._reading_back.add)
+            for shard in read:
                 yield GlobalWindows.windowed_value(self._counted(shard))
 
     def _counted(self, shard: ShardCount) -> ShardCount:

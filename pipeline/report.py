@@ -1,5 +1,6 @@
-"""What a person reads about a dataset: the summary at the end of a run, and `inspect`'s account
-of a dataset with the first reasons from its error reports.
+"""What a person reads about a dataset: the summary at the end of a run (or why it was rejected),
+and `inspect`'s account of a dataset; each with the first errors from the run's error reports and
+where the whole reports are.
 
 Sizes say what they measure: `MB serialized` is the records' tf.train.Example bytes as the manifest
 counts them (before compression); `MB on disk (GZIP)` (or `(uncompressed)`, as the manifest's
@@ -11,8 +12,9 @@ from __future__ import annotations
 import json
 
 from core import storage
-from core.contract.layout import join
+from core.contract.layout import REJECTED_MANIFEST_NAME, join
 from core.contract.manifest import Counts, Manifest
+from pipeline.flags import command_name
 
 FIRST_ERRORS_SHOWN = 5
 _COMPRESSION_NAMES = {"GZIP": "GZIP", "NONE": "uncompressed"}
@@ -51,7 +53,7 @@ def run_summary(manifest: Manifest, output: str, seconds: float) -> str:
     lines.append(f"  {_counts_text(c)}")
     if c.errors:
         by_stage = ", ".join(f"{stage} {n}" for stage, n in manifest.errors_by_stage.items())
-        lines.append(f"  errors by stage: {by_stage}; details in {', '.join(manifest.error_files)}")
+        lines += [f"  errors by stage: {by_stage}", errors_text(output, manifest), _inspect_line(output)]
     lines += _warning_lines(manifest)
     rate = (c.listed - c.skipped) / seconds if seconds else 0.0
     lines.append(f"  elapsed {seconds:.1f} s, {rate:.0f} sources/s")
@@ -117,35 +119,70 @@ def _warning_lines(manifest: Manifest) -> list[str]:
 
 def rejected_summary(dest: str, manifest: Manifest) -> str:
     """`inspect`'s account of a rejected run (manifest.rejected.json): why it must not be trusted
-    first, then what it counted (dataset_summary) and where its error reports are, so a person
-    can fix the input."""
-    lines = [f"REJECTED: {dest} holds a run that must not be trusted, not a dataset. Reasons:"]
-    lines += [f"  - {reason}" for reason in manifest.rejected or ("(none recorded)",)]
-    if manifest.error_files:
-        lines.append(f"  error reports: {', '.join(manifest.error_files)}")
-    return "\n".join(lines) + "\n" + dataset_summary(dest, manifest, title="Rejected run")
+    first, then what it counted (dataset_summary), so a person can fix the input."""
+    return "\n".join(
+        [
+            f"REJECTED: {dest} holds a run that must not be trusted, not a dataset. Reasons:",
+            *_reason_lines(manifest),
+            dataset_summary(dest, manifest, title="Rejected run"),
+        ]
+    )
+
+
+def rejection_report(dest: str, manifest: Manifest) -> str:
+    """What `convert` and `refresh` print when their run was rejected: each reason (the budget one
+    says which --max_error_fraction would have passed: pipeline.publish.over_budget), the first
+    errors, and where the whole report is, `dest` being the folder that holds it."""
+    lines = ["REJECTED: this run is not published. Reasons:", *_reason_lines(manifest)]
+    if manifest.counts.errors:
+        lines.append(errors_text(dest, manifest))
+    lines += [f"  rejected manifest: {join(dest, REJECTED_MANIFEST_NAME)}", _inspect_line(dest)]
+    return "\n".join(lines)
+
+
+def _reason_lines(manifest: Manifest) -> list[str]:
+    return [f"  - {reason}" for reason in manifest.rejected or ("(none recorded)",)]
+
+
+def _inspect_line(dest: str) -> str:
+    return f"  counts, errors and more: {command_name('inspect')} {dest}"
 
 
 def first_errors(dest: str, manifest: Manifest, limit: int = FIRST_ERRORS_SHOWN) -> list[dict]:
-    """The first `limit` dead letters of the error reports."""
+    """The first `limit` dead letters of the error reports, read no further: a report may hold
+    millions, on gs://. A report that cannot be read is one letter saying so: a summary never
+    fails a command."""
     letters = []
     for name in manifest.error_files:
-        text = storage.read_text(join(dest, name), errors="replace")
-        for line in (text or "").splitlines():
-            if line.strip():
-                try:
-                    letters.append(json.loads(line))
-                except json.JSONDecodeError:
-                    letters.append({"source": name, "stage": "?", "reason": f"unreadable line: {line.strip()[:80]}"})
-            if len(letters) >= limit:
-                return letters
+        if len(letters) >= limit:
+            break
+        try:
+            with storage.open_text(join(dest, name), errors="replace") as lines:
+                for line in lines:
+                    if line.strip():
+                        letters.append(_letter(name, line))
+                    if len(letters) == limit:
+                        break
+        except Exception as e:  # missing, or a storage error: say so instead of failing
+            letters.append({"source": name, "stage": "?", "reason": f"cannot read the report: {e}"})
     return letters
 
 
-def errors_text(letters: list[dict], manifest: Manifest) -> str:
-    if not letters:
+def _letter(report: str, line: str) -> dict:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return {"source": report, "stage": "?", "reason": f"unreadable line: {line.strip()[:80]}"}
+
+
+def errors_text(dest: str, manifest: Manifest) -> str:
+    """The first errors (source, stage, reason) and the paths of the whole error reports; "" for a
+    run without errors."""
+    if not manifest.counts.errors:
         return ""
-    lines = [f"  first errors (of {manifest.counts.errors}, in {', '.join(manifest.error_files)}):"]
+    letters = first_errors(dest, manifest)
+    lines = [f"  first errors ({len(letters)} of {manifest.counts.errors}):"]
     for d in letters:
         lines.append(f"    [{d.get('stage', '?')}] {d.get('source', '?')}: {d.get('reason', '')}")
+    lines.append(f"  all errors: {', '.join(join(dest, name) for name in manifest.error_files)}")
     return "\n".join(lines)

@@ -9,11 +9,16 @@ runner's one thread.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
+import functools
 import json
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 
 import pipeline
 from core import local_writes
@@ -80,14 +85,20 @@ def _write_text(path: str, text: str) -> None:
 IN_PROCESSES_FROM_BYTES = 256 << 20
 
 
-def count_shards(paths: list[str], compression: str, index: bool, processes: int) -> list[ShardCount]:
+def count_shards(
+    paths: list[str], compression: str, index: bool, processes: int, on_counted: Callable[[], object] = lambda: None
+) -> list[ShardCount]:
     """count_shard of each local shard: in `processes` processes at once, each given shards of
     about equal bytes, when they hold at least IN_PROCESSES_FROM_BYTES in all, else one after
-    another here. Raises what a process failed with (an I/O error: the run fails, as it would
-    here)."""
+    another here; `on_counted()` as each shard is counted (from several threads at once). Raises
+    what a process failed with (an I/O error: the run fails, as it would here)."""
     sizes = {path: _size(path) for path in paths}
     if sum(sizes.values()) < IN_PROCESSES_FROM_BYTES:
-        return [count_shard(path, compression, index) for path in paths]
+        counted = []
+        for path in paths:
+            counted.append(count_shard(path, compression, index))
+            on_counted()
+        return counted
     shares = [[] for _ in range(min(processes, len(paths)))]
     loads = [0] * len(shares)
     for path in sorted(paths, key=sizes.get, reverse=True):  # the largest first, each to the least loaded
@@ -96,23 +107,35 @@ def count_shards(paths: list[str], compression: str, index: bool, processes: int
         loads[least] += sizes[path]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_IMPORT_ROOT, os.environ.get("PYTHONPATH")]))}
     command = [sys.executable, "-m", __name__, compression, "index" if index else "count"]
-    # A process group of their own, as transforms.convert_pool's: Ctrl-C reaches the runner only.
-    running = [
-        subprocess.Popen([*command, *share], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, process_group=0)
-        for share in shares
-    ]
-    answers = [(share, process, *process.communicate()) for share, process in zip(shares, running, strict=True)]
-    counted = []
-    for share, process, out, err in answers:
-        lines = out.splitlines()
-        if process.returncode or len(lines) != len(share):
-            said = err.decode(errors="replace").strip().splitlines()
-            why = (
-                said[-1] if said else f"exit status {process.returncode}, {len(lines)} answers for {len(share)} shards"
-            )
-            raise OSError(f"reading shards back in a process of its own failed: {why}")
-        counted += [ShardCount(*json.loads(line)) for line in lines]
+    with contextlib.ExitStack() as files:
+        errors = [files.enter_context(tempfile.TemporaryFile()) for _ in shares]  # not pipes: none fills up
+        # A process group of their own, as transforms.convert_pool's: Ctrl-C reaches the runner only.
+        running = [
+            subprocess.Popen([*command, *share], stdout=subprocess.PIPE, stderr=err, env=env, process_group=0)
+            for share, err in zip(shares, errors, strict=True)
+        ]
+        with concurrent.futures.ThreadPoolExecutor(len(running)) as threads:  # each answer counted as it comes
+            answers = list(threads.map(functools.partial(_answers, on_counted=on_counted), running))
+        counted = []
+        for share, process, lines, err in zip(shares, running, answers, errors, strict=True):
+            if process.returncode or len(lines) != len(share):
+                err.seek(0)
+                said = err.read().decode(errors="replace").strip().splitlines()
+                answered = f"exit status {process.returncode}, {len(lines)} answers for {len(share)} shards"
+                raise OSError(f"reading shards back in a process of its own failed: {said[-1] if said else answered}")
+            counted += [ShardCount(*json.loads(line)) for line in lines]
     return counted
+
+
+def _answers(process: subprocess.Popen, on_counted: Callable[[], object]) -> list[bytes]:
+    """What a counting process says, a line per shard as it counts it; once it has ended."""
+    lines = []
+    with process.stdout:
+        for line in process.stdout:
+            lines.append(line)
+            on_counted()
+    process.wait()
+    return lines
 
 
 def _size(path: str) -> int:

@@ -24,10 +24,10 @@ PIPELINE_ELAPSED = re.compile(r"^\s*elapsed ([0-9.]+) s,", re.MULTILINE)
 FIRST_READ = re.compile(
     r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO transforms\.images: reading images", re.MULTILINE
 )
-# The line ReadImages logs when a long bundle ends: its timestamp is when its last record was made.
+# The line that ends a run's converting phase (transforms.progress; logged where stderr is not a
+# terminal, as here): its timestamp is when its last record was made.
 READS_DONE = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO transforms\.images: converted \d+ sources in this bundle",
-    re.MULTILINE,
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO transforms\.progress: converting done: ", re.MULTILINE
 )
 
 
@@ -168,7 +168,7 @@ def _parse_result(stdout_path: str) -> dict | None:
 def logged_after(stderr_path: str, started: float, line: re.Pattern) -> float | None:
     """Seconds from `started` (time.time() at launch) to the timestamp of the last log line that
     `line` matches (FIRST_READ: ReadImages' first line, its first image read; READS_DONE: the end
-    of its last long bundle); None if the run logged none."""
+    of its converting phase); None if the run logged none."""
     try:
         with open(stderr_path, encoding="utf-8", errors="replace") as f:
             found = line.findall(f.read())

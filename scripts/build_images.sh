@@ -12,6 +12,8 @@
 # Needs docker (with BuildKit) and gcloud (authenticated; `gcloud auth configure-docker` is run for
 # the registry). Tag: images.tag, default the package version.
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
+if help_asked "$@"; then print_usage; exit 0; fi
 source "$(dirname "$0")/cloud_common.sh"
 
 only=all

@@ -1,5 +1,10 @@
 # Sourced by the Google Cloud scripts (submit_dataflow, build_images, launch_flex_template,
-# schedule_refresh): the Python to use, settings from configs/cloud/dataflow.yaml, --dry-run.
+# schedule_refresh), after they answer --help: the Python to use, settings from
+# configs/cloud/dataflow.yaml, --dry-run.
+#
+#   source "$(dirname "$0")/cloud_common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh"
+if help_asked "$@"; then print_usage; exit 0; fi  # run alone; its scripts asked first
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 python="${PYTHON:-}"

@@ -11,6 +11,8 @@
 # --target_shard_mib --max_error_fraction --overwrite (and --keep with --refresh). The launcher
 # does not wait: watch the job with `gcloud dataflow jobs list --region R` (see README).
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
+if help_asked "$@"; then print_usage; exit 0; fi
 source "$(dirname "$0")/cloud_common.sh"
 
 command=convert

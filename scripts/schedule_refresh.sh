@@ -15,6 +15,8 @@
 # on the project and roles/iam.serviceAccountUser on the job's service account (job.service_account_email);
 # see the README.
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
+if help_asked "$@"; then print_usage; exit 0; fi
 source "$(dirname "$0")/cloud_common.sh"
 
 action=apply

@@ -11,11 +11,14 @@
 #   --dataflow-config FILE     settings file (default configs/cloud/dataflow.yaml)
 #   --set SECTION.KEY=VALUE    override a setting, e.g. --set job.max_num_workers=50
 #                              or, for the worker image: --set job.sdk_container_image=IMAGE --set job.setup_file=
-# Everything else goes to `python -m pipeline` (later Beam flags override the config's):
+# Everything else goes to `python -m pipeline` (its flags: python -m pipeline --help; later Beam flags
+# override the config's):
 #   --dry_run=True             build the job without submitting it (offline check)
 #   --template_location gs://  stage a classic template instead of running (all parameters baked in)
 # Ctrl-C stops waiting, not the job: cancel it with `gcloud dataflow jobs cancel JOB_ID --region R`.
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
+if help_asked "$@"; then print_usage; exit 0; fi
 source "$(dirname "$0")/cloud_common.sh"
 
 while [ $# -gt 0 ]; do

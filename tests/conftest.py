@@ -51,8 +51,10 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 try:  # tests/ as plain rootdir-inserted directory (no __init__.py) ...
     from gcs_emulator import GcsEmulator
+    from subprocess_limits import SUBPROCESS_TIMEOUT
 except ImportError:  # ... or as a package.
     from tests.gcs_emulator import GcsEmulator
+    from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -84,7 +86,7 @@ def _reset_beam_gcp_credentials_cache():
 @pytest.fixture(scope="session")
 def gcs_emulator():
     """Running ``GcsEmulator``; its env is applied to os.environ."""
-    emulator = GcsEmulator()
+    emulator = GcsEmulator(start_timeout=SUBPROCESS_TIMEOUT)
     emulator.start()
     try:
         with pytest.MonkeyPatch.context() as mp:

@@ -27,6 +27,7 @@ import tempfile
 import time
 
 from tests.dataset_reader import load_manifest, read_split
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample"
@@ -100,7 +101,7 @@ class PortableStack:
     variables, for one); the venv's bin and the repository are put first on PATH and PYTHONPATH.
     """
 
-    def __init__(self, env: dict[str, str] | None = None, start_timeout: float = 120.0):
+    def __init__(self, env: dict[str, str] | None = None, start_timeout: float = SUBPROCESS_TIMEOUT):
         self.env = dict(os.environ if env is None else env)
         self.start_timeout = start_timeout
         self.job_port = self.pool_port = 0
@@ -185,7 +186,7 @@ class PortableStack:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            proc.wait(timeout=60)
+            proc.wait(timeout=SUBPROCESS_TIMEOUT)
         self._procs.clear()
         self._logs.cleanup()
 

@@ -17,6 +17,7 @@ from core.contract.manifest import read_manifest
 from core.tfrecord_framing import masked_crc32c
 from pipeline.config import Config
 from pipeline.tfrecord_reader import read_records
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from transforms.example_proto import Example
 from transforms.outcomes import Source
 
@@ -100,7 +101,9 @@ def test_runner_only_writes_the_first_images_example_for_every_source(tmp_path):
     items = _corpus(corpus)
     script = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
     worker = ["--worker", "runner_1core", "--corpus", str(corpus), "--dest", str(dest), "--extensions", ".jpg"]
-    done = subprocess.run([sys.executable, str(script), *worker], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script), *worker], capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
     manifest = read_manifest(str(dest), lambda p: Path(p).read_text() if Path(p).exists() else None)
@@ -129,7 +132,7 @@ def test_a_pipeline_runs_start_up_ends_when_it_reads_its_first_image(tmp_path):
         "--max_error_fraction",
         "0.5",
     ]
-    measured = bench_measure.run_measured(command, str(logs), timeout=300)
+    measured = bench_measure.run_measured(command, str(logs), timeout=SUBPROCESS_TIMEOUT)
     assert measured["rc"] == 0, bench_measure.tail(measured["stderr_path"])
 
     assert 0 < measured["first_read_s"] < measured["wall_s"]

@@ -35,6 +35,7 @@ from pipeline.folder_store import FolderPublication
 from pipeline.planning import make_plan
 from pipeline.runners import UnsafeOptionError, pipeline_options
 from pipeline.version_store import VersionPublication
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample" / "images"
@@ -211,7 +212,7 @@ def test_a_settings_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
     fifo = tmp_path / "dataflow.yaml"
     os.mkfifo(fifo)
     argv = [sys.executable, "-m", "pipeline.dataflow", "get", "job.region", "--config", str(fifo)]
-    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT, check=False)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == f"error: cannot read {fifo}: not a regular file: a FIFO"
 
@@ -227,7 +228,7 @@ def test_a_settings_file_that_is_not_utf8_or_not_yaml_is_refused_in_one_line(tmp
     path = tmp_path / "dataflow.yaml"
     path.write_bytes(content)
     argv = [sys.executable, "-m", "pipeline.dataflow", "get", "job.region", "--config", str(path)]
-    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT, check=False)
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(f"error: {path} {reason}") and result.stderr.count("\n") == 1, result.stderr
 
@@ -295,7 +296,7 @@ def submit_script(*args) -> subprocess.CompletedProcess:
         env={**os.environ, **ENV, "PYTHON": sys.executable},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=SUBPROCESS_TIMEOUT,
         check=False,
     )
 
@@ -412,7 +413,7 @@ def test_setup_py_builds_a_worker_wheel_without_tensorflow(tmp_path):
         ],
         check=True,
         capture_output=True,
-        timeout=120,
+        timeout=SUBPROCESS_TIMEOUT,
     )
     [wheel] = (tmp_path / "dist").glob("tfrecord_pipeline-*.whl")
     with zipfile.ZipFile(wheel) as zf:
@@ -477,7 +478,7 @@ def _script(name: str, *args: str) -> str:
         env={**os.environ, **ENV, "PYTHON": sys.executable},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SUBPROCESS_TIMEOUT,
         check=False,
     )
     assert result.returncode == 0, result.stderr

@@ -22,6 +22,7 @@ from core.contract.versions import LATEST_NAME
 from pipeline.commands import convert, refresh
 from pipeline.dataflow.flex_template import template_argv, template_metadata, template_parameters
 from pipeline.flags import COMMAND_FLAGS, Flag, split_fractions
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DOCKER = REPO / "docker"
@@ -343,7 +344,7 @@ def test_template_entry_point_runs_a_refresh_as_the_launcher_calls_it(tmp_path):
         env={**os.environ, "PIPELINE_COMMAND": "refresh", "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=SUBPROCESS_TIMEOUT,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -357,7 +358,7 @@ def test_build_script_builds_every_dockerfile():
         env={**os.environ, "PROJECT": "test-project", "BUCKET": "test-bucket", "PYTHON": sys.executable},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SUBPROCESS_TIMEOUT,
         check=False,
     )
     assert result.returncode == 0, result.stderr

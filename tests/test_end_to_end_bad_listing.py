@@ -20,6 +20,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 
 from pipeline.cli import main
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from transforms.tabular import ReadCsvRows
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -105,7 +106,7 @@ def test_unreadable_class_folder_is_reported_and_counted(tmp_path):
             cwd=REPO,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=SUBPROCESS_TIMEOUT,
         )
         assert run.returncode == 0, run.stdout + run.stderr
         manifest = _check_accounting(out)
@@ -121,7 +122,7 @@ def test_unreadable_class_folder_is_reported_and_counted(tmp_path):
             cwd=REPO,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=SUBPROCESS_TIMEOUT,
         )
         assert strict.returncode == 1, "rejected: over the error budget"
         assert not (tmp_path / "strict" / "manifest.json").exists()
@@ -155,7 +156,7 @@ def test_unreadable_folder_a_csv_pattern_reaches_is_reported_and_counted(tmp_pat
             cwd=REPO,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=SUBPROCESS_TIMEOUT,
         )
     finally:
         (root / "hidden").chmod(0o755)

@@ -19,6 +19,7 @@ from core.storage import read_text
 from pipeline.cli import main
 from pipeline.report import dataset_summary
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from transforms.splits import assign_split
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample" / "tabular"
@@ -149,7 +150,11 @@ def test_fifos_and_device_links_among_the_csvs_are_dead_letters_not_hangs(tmp_pa
     os.symlink("/dev/zero", tables / "zero.csv")
     argv = ["--kind", "csv", "--input", tables / "*.csv*", "--output", out, "--max_error_fraction", "0.5"]
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline", *map(str, argv)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "pipeline", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     letters = {pathlib.Path(d["source"]).name: (d["stage"], d["reason"]) for d in read_dead_letters(out)}
@@ -182,7 +187,11 @@ def test_a_dangling_link_among_the_csvs_is_a_list_dead_letter_not_left_out(tmp_p
     os.symlink(tmp_path / "elsewhere.csv.gz", tables / "a-first.csv.gz")
     argv = [command, "--kind", "csv", "--input", tables / "*.csv*", "--output", out, "--max_error_fraction", "0.5"]
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline", *map(str, argv)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "pipeline", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     dataset = resolve_dataset(str(out), read_text)
@@ -213,7 +222,7 @@ def test_a_refresh_after_a_link_dangles_is_a_new_version_that_reports_it(tmp_pat
             [sys.executable, "-m", "pipeline", *map(str, argv)],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=SUBPROCESS_TIMEOUT,
             check=False,
         )
         assert result.returncode == 0, result.stderr[-3000:]

@@ -33,6 +33,7 @@ from pipeline.lease import LEASE_NAME, Lease, LeaseHeldError, LeaseLost
 from pipeline.output import prepare_output
 from tests.dataset_reader import load_manifest
 from tests.fault_proxy import FaultProxy
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from tests.test_publication import REPO, convert_argv, photos, whole_dataset
 
 # What a stalled run calls in core.storage while it commits (and B while it takes over).
@@ -226,7 +227,7 @@ def test_a_run_stopped_past_its_lease_exits_3_and_the_new_holders_dataset_stays_
             cwd=REPO,
             stderr=log,
         )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT
     while "SIGSTOP" not in said.read_text() and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(2.5)  # past A's lease
@@ -235,7 +236,7 @@ def test_a_run_stopped_past_its_lease_exits_3_and_the_new_holders_dataset_stays_
         b = whole_dataset(out)
     finally:
         a.send_signal(signal.SIGCONT)
-    assert a.wait(timeout=120) == 3
+    assert a.wait(timeout=SUBPROCESS_TIMEOUT) == 3
     assert "no longer holds" in said.read_text()
     after = whole_dataset(out)
     assert after.run == b.run and LocalPlace(tmp_path).names(str(out)) == referenced(after)

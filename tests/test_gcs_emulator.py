@@ -28,6 +28,7 @@ try:
     from gcs_emulator import GcsEmulator, GcsEmulatorError
 except ImportError:
     from tests.gcs_emulator import GcsEmulator, GcsEmulatorError
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 
 # DirectRunner (the default) first tries to download the Prism binary from
 # github.com and only then falls back to FnApiRunner. Name the runner it falls
@@ -96,8 +97,7 @@ def test_upload_dir_list_and_read(gcs_emulator, gcs_bucket, tmp_path):
 def test_start_failure_reports_server_output(gcs_emulator):
     # The session emulator already owns this port -> the child must fail and
     # the error must carry its output.
-    clash = GcsEmulator(port=gcs_emulator.port, start_timeout=20)
-    t0 = time.monotonic()
+    clash = GcsEmulator(port=gcs_emulator.port, start_timeout=SUBPROCESS_TIMEOUT)
     try:
         with pytest.raises(GcsEmulatorError) as info:
             clash.start()
@@ -105,8 +105,7 @@ def test_start_failure_reports_server_output(gcs_emulator):
         clash.stop()
     message = str(info.value)
     assert "failed to start" in message
-    assert "Address already in use" in message
-    assert time.monotonic() - t0 < 15  # detected, not timed out
+    assert "Address already in use" in message  # detected from its output: a time-out says "did not answer"
     assert not clash.running and clash.adc_path is None
     assert gcs_emulator.running  # the session one is untouched
 
@@ -128,13 +127,13 @@ def test_server_exits_when_its_parent_dies():
         [sys.executable, "-c", _ORPHAN_CODE, os.path.dirname(os.path.abspath(__file__))],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SUBPROCESS_TIMEOUT,
     )
     assert proc.returncode == 0, proc.stderr
     port_str, tmpdir = proc.stdout.split()
     port = int(port_str)
     shutil.rmtree(tmpdir, ignore_errors=True)  # the dead parent left it
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT  # it must exit, however busy the machine
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
@@ -302,15 +301,15 @@ def test_fileio_match_all_and_read_in_pipeline(gcs_emulator, gcs_bucket):
 
 _SUBPROCESS_CODE = textwrap.dedent("""
     import json, sys, time
-    t0 = time.time()
     from apache_beam.io.filesystems import FileSystems
+    t0 = time.time()  # after the imports, which a busy machine slows: the stall is in the first request
     bucket = sys.argv[1]
     (res,) = FileSystems.match([f"gs://{bucket}/prefix/**"])
     with FileSystems.create(f"gs://{bucket}/from-subprocess.txt") as f:
         f.write(b"written by child")
     print(json.dumps({
         "matched": sorted((m.path, m.size_in_bytes) for m in res.metadata_list),
-        "beam_seconds": time.time() - t0,
+        "gcs_seconds": time.time() - t0,
     }))
 """)
 
@@ -320,15 +319,13 @@ def test_subprocess_uses_env_without_adc_stall(gcs_emulator, gcs_bucket):
     # Start from an environment *without* the fixture's variables so this
     # proves that `gcs_emulator.env` alone is sufficient.
     base = {k: v for k, v in os.environ.items() if k not in gcs_emulator.env}
-    t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-c", _SUBPROCESS_CODE, gcs_bucket],
         env={**base, **gcs_emulator.env},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SUBPROCESS_TIMEOUT,
     )
-    elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr
     assert "Unable to find default credentials" not in proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -336,6 +333,5 @@ def test_subprocess_uses_env_without_adc_stall(gcs_emulator, gcs_bucket):
         (f"gs://{gcs_bucket}/{n}", len(d)) for n, d in NESTED.items() if n.startswith("prefix/")
     )
     assert gcs_emulator.read_bytes(f"gs://{gcs_bucket}/from-subprocess.txt") == b"written by child"
-    # ADC retries would cost ~20 s; the whole child (imports included) must
-    # finish well inside 10 s.
-    assert elapsed < 10, f"subprocess took {elapsed:.1f}s\n{proc.stderr}"
+    # ADC retries would cost ~20 s; the child's requests must finish well inside 10 s.
+    assert out["gcs_seconds"] < 10, f"the requests took {out['gcs_seconds']:.1f}s\n{proc.stderr}"

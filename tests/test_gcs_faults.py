@@ -24,6 +24,7 @@ from core.contract.manifest import Manifest
 from tests import broken_images
 from tests.fault_proxy import FAULT_KINDS, FaultProxy
 from tests.gcs_emulator import GcsEmulator
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SEED = int(os.environ.get("GCS_FAULT_SEED", "0"))
@@ -72,7 +73,7 @@ def test_retry_regression_conversion_exact_under_gcs_faults(tmp_path):
                 cwd=REPO,
                 capture_output=True,
                 text=True,
-                timeout=300,
+                timeout=SUBPROCESS_TIMEOUT,
             )
         check_run(run, proxy)
         check_dataset(emulator, images, tmp_path, about(proxy))

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.dataset_reader import load_rejected
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from tests.test_publication import REPO
 
 RUNNERS = {"lean": [], "parallel": ["--direct_num_workers", "2"]}
@@ -59,7 +60,7 @@ def test_a_run_without_records_is_rejected_in_the_projects_words_only(tmp_path, 
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=SUBPROCESS_TIMEOUT,
     )
     assert done.returncode == 1, done.stderr[-3000:]
     for noise in ("Traceback", "Exception at bundle", "Giving up", "AssertionError"):

@@ -24,9 +24,8 @@ from pipeline.cli import main
 from pipeline.runners import portable_workers_here, reads_local_files
 from tests.dataset_reader import load_manifest
 from tests.portable_stack import KINDS, REPO, SAMPLE, PortableStack, contents
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from tests.test_end_to_end_gcs import download_dataset
-
-RUN_TIMEOUT = 600  # seconds a launcher subprocess may take on a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -136,14 +135,14 @@ class Launch:
 
     def wait_for(self, text: str) -> None:
         """Until a line of its output holds `text`."""
-        deadline = time.monotonic() + RUN_TIMEOUT
+        deadline = time.monotonic() + SUBPROCESS_TIMEOUT
         while not any(text in line for line in list(self.lines)):
             assert self.running() and time.monotonic() < deadline, f"no {text!r} in:\n{self.log()}"
             time.sleep(0.05)
 
     def finish(self) -> int:
-        self.process.wait(timeout=RUN_TIMEOUT)
-        self._reader.join(timeout=RUN_TIMEOUT)
+        self.process.wait(timeout=SUBPROCESS_TIMEOUT)
+        self._reader.join(timeout=SUBPROCESS_TIMEOUT)
         return self.process.returncode
 
     def log(self) -> str:
@@ -160,7 +159,7 @@ class Launch:
 
 def new_worker(stack: PortableStack, before: set[int], run: Launch) -> int:
     """The SDK worker the pool starts for `run`'s job, frozen (SIGSTOP) the moment it is seen."""
-    deadline = time.monotonic() + RUN_TIMEOUT
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT
     while time.monotonic() < deadline and run.running():
         started = set(stack.sdk_workers()) - before
         if started:
@@ -174,7 +173,7 @@ def new_worker(stack: PortableStack, before: set[int], run: Launch) -> int:
 def freeze_once_it_writes(worker: int, out, run: Launch) -> None:
     """Lets the frozen `worker` run in steps of 20 ms until the job has written a file into its run
     folder, then leaves it frozen there: mid-run, whatever the machine's speed."""
-    deadline = time.monotonic() + RUN_TIMEOUT
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT
     while not any(p.is_file() for p in out.glob(".staging-*/**/*")):
         assert run.running() and time.monotonic() < deadline, f"the job ended before it wrote:\n{run.log()}"
         os.kill(worker, signal.SIGCONT)

@@ -36,6 +36,7 @@ from pipeline.publish import RunRejectedError
 from pipeline.readback import CountShardRecords
 from pipeline.shard_check import ShardCount
 from tests.dataset_reader import load_manifest, load_rejected, read_split
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from transforms.shard_parts import SharedParts
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -90,7 +91,7 @@ def _run_kill_at(targets: list[str], argv: list[str]) -> subprocess.CompletedPro
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=SUBPROCESS_TIMEOUT,
     )
 
 
@@ -258,7 +259,7 @@ def test_an_interrupted_run_leaves_nothing_behind_and_says_so_in_one_line(tmp_pa
             interrupted = time.monotonic()
             break
     log += run.stderr.readlines()
-    code = run.wait(timeout=120)
+    code = run.wait(timeout=SUBPROCESS_TIMEOUT)
     assert time.monotonic() - interrupted < 10, "".join(log)
     time.sleep(0.5)  # anything a thread left running would write by now
     if code in (0, -signal.SIGINT):  # it finished first (or was interrupted on its way out)
@@ -409,12 +410,12 @@ def test_a_second_run_refuses_while_the_first_holds_the_output(tmp_path, caplog)
     first = subprocess.Popen(
         [sys.executable, "-m", "pipeline", *convert_argv(source, out)], cwd=REPO, stderr=subprocess.PIPE, text=True
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT
     while not (out / LEASE_NAME).exists() and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert main(convert_argv(source, out)) == 2
     assert f"pid {first.pid}" in caplog.text and "another run is writing this output" in caplog.text
-    assert first.wait(timeout=300) == 0, first.stderr.read()[-3000:]
+    assert first.wait(timeout=SUBPROCESS_TIMEOUT) == 0, first.stderr.read()[-3000:]
     whole_dataset(out)
 
 

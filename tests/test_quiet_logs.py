@@ -16,6 +16,7 @@ import pytest
 from core.contract import tf_import
 from pipeline.cli import main as pipeline_main
 from pipeline.commands import inspect
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -35,7 +36,7 @@ def _environ() -> dict[str, str]:
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, env=_environ(), timeout=300, check=False
+        [sys.executable, *args], capture_output=True, text=True, env=_environ(), timeout=SUBPROCESS_TIMEOUT, check=False
     )
 
 
@@ -99,5 +100,5 @@ def test_without_tensorflow_one_line_names_the_extra(monkeypatch, capsys, datase
 
     from trainer.__main__ import main as trainer_main
 
-    assert trainer_main(["--help"]) == 2
+    assert trainer_main(["--data", "unused", "--model_dir", "unused"]) == 2
     assert capsys.readouterr().err.startswith("error: training needs TensorFlow")

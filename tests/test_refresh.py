@@ -24,6 +24,7 @@ from pipeline.planning import make_plan
 from pipeline.version_store import NotPublished, VersionPublication, apply_retention, version_states
 from tests import broken_images
 from tests.dataset_reader import load_manifest, read_split
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from transforms.splits import assign_split
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample" / "images"
@@ -330,7 +331,7 @@ def test_a_refresh_killed_mid_run_leaves_latest_and_the_next_refresh_works(tmp_p
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT
     # The job is writing once a version folder holds shard parts (the default local runner) or
     # Beam's temporary files (WriteToTFRecord).
     writing = ("*/" + SHARD_PARTS_FOLDER, "*/beam-temp-*")
@@ -362,11 +363,11 @@ def test_two_refreshes_started_together_one_refuses(tmp_path, caplog, capsys):
     shutil.copytree(SAMPLE / "circle", tmp_path / "in" / "circle")
     argv = ["refresh", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "root")]
     first = subprocess.Popen([sys.executable, "-m", "pipeline", *argv], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT
     while not (tmp_path / "root" / ".lease").exists() and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert main(argv) == 2 and f"pid {first.pid}" in caplog.text
-    assert first.wait(timeout=300) == 0, first.stderr.read()[-3000:]
+    assert first.wait(timeout=SUBPROCESS_TIMEOUT) == 0, first.stderr.read()[-3000:]
     assert [p.name for p in (tmp_path / "root").iterdir() if is_version(p.name)] == [
         (tmp_path / "root" / LATEST_NAME).read_text().strip()
     ]

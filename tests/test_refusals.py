@@ -16,6 +16,7 @@ import pytest
 import pipeline.commands.convert
 from pipeline.cli import main
 from pipeline.readback import CountShardRecords
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample"
 
@@ -73,7 +74,11 @@ def refused_in_a_process(argv) -> str:
     """The error output of a command that must exit 2, run as a process with a time limit: a
     command that waited on its input would hang the suite."""
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline", *map(str, argv)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "pipeline", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
     )
     assert result.returncode == 2, result.stderr[-3000:]
     assert "planned" not in result.stderr, "nothing may be read first"

@@ -32,13 +32,13 @@ from core.contract.manifest import Manifest
 from core.contract.readers import assign_shards
 from trainer import manifest_io
 from trainer.errors import BatchSizeError, IncompleteManifestError, MissingFeatureError, ShardLengthError, TrainerError
+from trainer.flags import CENTER_CROP_FRACTION, DEFAULT_SHUFFLE_BUFFER, EVAL_CROPS, TRAIN_CROPS
 
 _LOG = logging.getLogger(__name__)
 
 AUTOTUNE = tf.data.AUTOTUNE
 READ_BUFFER_BYTES = 8 * 1024 * 1024  # per open shard: large sequential reads (GCS likes them)
 MAX_CYCLE_LENGTH = 16  # shards read at once per input pipeline
-DEFAULT_SHUFFLE_BUFFER = 10_000  # records, as in the reference ImageNet reader
 PARSE_BATCH = 256  # records per parse_example call when decoding unbatched
 # Records per check of a shard's count (read_shard): a check per record would slow small records;
 # each shard being read holds one such batch in memory.
@@ -187,9 +187,6 @@ def _finish(dataset: tf.data.Dataset, training: bool) -> tf.data.Dataset:
 # Images
 
 
-CENTER_CROP_FRACTION = 0.875  # of the short side: 224 of 256, the reference evaluation crop
-TRAIN_CROPS = ("random", "center", "none")
-EVAL_CROPS = ("center", "none")
 _RATIOS = (1, 2, 4, 8)  # the DCT scalings libjpeg decodes at
 
 

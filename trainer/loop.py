@@ -5,6 +5,9 @@
   mean loss, whatever the number of replicas.
 * Several steps run inside one `tf.function` call (`steps_per_loop`), which keeps a TPU busy
   instead of returning to Python after every step.
+* Progress is logged from the first step on (a call of one step), then every
+  `log_every_seconds`: a loop call runs up to `steps_per_loop` steps, fewer where a line is due
+  sooner (ProgressLines).
 * Checkpoints (model, optimizer, step) go to MODEL_DIR/checkpoints at the end of every epoch (and
   every `checkpoint_steps` steps if set); a restarted job restores the latest one and carries on
   from its step. TensorBoard logs go to MODEL_DIR/logs/{train,validation}; the trained model is
@@ -22,6 +25,8 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
+
+from trainer.flags import OPTIMIZERS
 
 _LOG = logging.getLogger(__name__)
 _SUM = tf.distribute.ReduceOp.SUM
@@ -47,7 +52,8 @@ class LoopConfig:
     learning_rate: float = 1e-3
     optimizer: str = "adam"  # or "sgd" (momentum 0.9)
     schedule: str = "constant"  # or "cosine": cosine decay of the learning rate to 0 at total_steps
-    steps_per_loop: int = 50
+    steps_per_loop: int = 50  # the most; fewer where a progress line is due sooner
+    log_every_seconds: float = 30.0  # between two progress lines (ProgressLines)
     checkpoint_steps: int = 0  # 0: checkpoint at the end of each epoch only
     loss_scale: bool = False  # float16 mixed precision: dynamic loss scaling
     max_checkpoints: int = 3
@@ -81,18 +87,75 @@ def _correct(classification: bool, labels, logits):
     return tf.reduce_sum(tf.cast(tf.equal(predicted, tf.cast(labels, tf.int32)), tf.int64))
 
 
-OPTIMIZERS = ("adam", "sgd")
-
-
-SCHEDULES = ("constant", "cosine")
-
-
 def make_optimizer(name: str, learning_rate) -> keras.optimizers.Optimizer:
     if name == "adam":
         return keras.optimizers.Adam(learning_rate)
     if name == "sgd":
         return keras.optimizers.SGD(learning_rate, momentum=0.9)
     raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")
+
+
+def duration(seconds: float) -> str:
+    """'32 s', '4 min 10 s', '2 h 5 min'."""
+    seconds = max(1, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds // 60 % 60} min"
+
+
+class ProgressLines:
+    """The training's progress in log lines: one once the first step is done (it includes tracing
+    and compiling: its time says how long start-up took), then one every `log_every_seconds`, such
+    as `step 1,200 of 15,000, epoch 2 of 10: 8% done, 76,800 examples, 2,150 examples/s, loss
+    0.8123, about 6 min 25 s left`. The rate is the training's since the line before (what the steps
+    themselves took); the loss the mean of those steps; the time left is at the pace the run has
+    kept since its first step, evaluations and checkpoints included."""
+
+    def __init__(self, config: LoopConfig, step: int):
+        self._config = config
+        self._epochs = -(-config.total_steps // config.steps_per_epoch)
+        self._started = self._due = time.monotonic()
+        self._first: tuple[int, float] | None = None  # (step, time) once the first call is done
+        self._step_seconds = 0.0  # one step's time in the last call
+        self._steps, self._loss, self._seconds = 0, 0.0, 0.0  # since the last line
+
+    def steps(self, at_most: int) -> int:
+        """The steps the next loop call may run: 1 for the first, then as many as end about when the
+        next line is due (at least 1, at most `at_most`)."""
+        if self._first is None:
+            return 1
+        due = self._due - time.monotonic()
+        return max(1, min(at_most, int(due / self._step_seconds) if self._step_seconds else at_most))
+
+    def trained(self, steps: int, loss_sum: float, seconds: float, step: int, epoch: int) -> None:
+        """A loop call of `steps` steps, summing `loss_sum`, took `seconds`; the run is at `step`,
+        in `epoch` (from 0)."""
+        self._step_seconds = seconds / steps
+        self._steps, self._loss, self._seconds = self._steps + steps, self._loss + loss_sum, self._seconds + seconds
+        now = time.monotonic()
+        if self._first is None:
+            self._first = (step, now)
+            line = f"first step done in {duration(now - self._started)} (with tracing), loss {loss_sum / steps:.4f}"
+        elif now >= self._due:
+            line = self._line(step, now)
+        else:
+            return
+        c = self._config
+        _LOG.info("step %s of %s, epoch %d of %d: %s", f"{step:,}", f"{c.total_steps:,}", epoch + 1, self._epochs, line)
+        self._steps, self._loss, self._seconds = 0, 0.0, 0.0
+        self._due = now + c.log_every_seconds
+
+    def _line(self, step: int, now: float) -> str:
+        c = self._config
+        first_step, first_time = self._first
+        left = (c.total_steps - step) * (now - first_time) / (step - first_step)
+        rate = self._steps * c.global_batch_size / self._seconds if self._seconds else 0.0
+        return (
+            f"{100 * step // c.total_steps}% done, {step * c.global_batch_size:,} examples, {rate:,.0f} examples/s, "
+            f"loss {self._loss / self._steps:.4f}" + (f", about {duration(left)} left" if step < c.total_steps else "")
+        )
 
 
 class TrainingLoop:
@@ -198,20 +261,18 @@ class TrainingLoop:
         iterator = iter(train_dataset) if step < c.total_steps else None
         started = time.monotonic()
         trained_examples, train_seconds, last_saved = 0, 0.0, step
+        progress = ProgressLines(c, step)
         while step < c.total_steps:
             epoch = step // c.steps_per_epoch
             epoch_end = min((epoch + 1) * c.steps_per_epoch, c.total_steps)
             loss_sum, correct, done, epoch_started = 0.0, 0, 0, time.monotonic()
             while step < epoch_end:
-                n = min(c.steps_per_loop, epoch_end - step)
+                n = progress.steps(min(c.steps_per_loop, epoch_end - step))
+                call_started = time.monotonic()
                 loop_loss, loop_correct = self._train_steps(iterator, tf.constant(n))
-                loss_sum, correct, done, step = (
-                    loss_sum + float(loop_loss),
-                    correct + int(loop_correct),
-                    done + n,
-                    step + n,
-                )
-                _LOG.info("epoch %d step %d/%d: loss %.4f", epoch + 1, step, c.total_steps, loss_sum / done)
+                loop_loss = float(loop_loss)
+                loss_sum, correct, done, step = loss_sum + loop_loss, correct + int(loop_correct), done + n, step + n
+                progress.trained(n, loop_loss, time.monotonic() - call_started, step, epoch)
                 if c.checkpoint_steps and step - last_saved >= c.checkpoint_steps and step < epoch_end:
                     self.manager.save(checkpoint_number=step)
                     last_saved = step

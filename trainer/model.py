@@ -15,8 +15,9 @@ import keras
 
 from core.contract.manifest import FeatureSpec
 from trainer.errors import TrainerError
+from trainer.flags import ARCHITECTURES
 
-# --architecture values: our small CNN, or a keras.applications class built with weights=None.
+# The keras.applications class of each --architecture but small_cnn, built with weights=None.
 APPLICATIONS = {
     "resnet50": "ResNet50",
     "resnet50v2": "ResNet50V2",
@@ -26,7 +27,6 @@ APPLICATIONS = {
     "efficientnetv2_b0": "EfficientNetV2B0",
     "densenet121": "DenseNet121",
 }
-ARCHITECTURES = ("small_cnn", *APPLICATIONS)
 STRING_EMBEDDING_DIM = 8
 
 

@@ -26,87 +26,14 @@ from core.contract.manifest import Manifest
 from trainer import input_fn, manifest_io
 from trainer import model as models
 from trainer.errors import BatchSizeError, ShardLengthError, TrainerError
-from trainer.loop import OPTIMIZERS, SCHEDULES, LoopConfig, Result, TrainingLoop
+from trainer.flags import parser
+from trainer.loop import LoopConfig, Result, TrainingLoop
 from trainer.strategy import check_tpu_paths, make_strategy, set_mixed_precision
 
 _LOG = logging.getLogger("trainer")
 # Exit codes: 0 trained; 1 TensorFlow failed on the data or a device; 2 a mistake in the flags or the
 # data (TrainerError); 3 an unexpected error (one line; --debug shows its traceback), as `python -m pipeline`.
 EXIT_UNEXPECTED = 3
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m trainer", description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--data",
-        required=True,
-        help="dataset folder or gs:// prefix (holds manifest.json), or a refresh ROOT (follows ROOT/LATEST)",
-    )
-    p.add_argument("--model_dir", required=True, help="checkpoints, TensorBoard logs and the export (local or gs://)")
-    p.add_argument("--tpu", help="TPU name or address ('local' on a TPU VM); default $TPU_NAME; else GPUs or CPU")
-    length = p.add_mutually_exclusive_group()
-    length.add_argument(
-        "--epochs", type=int, help="epochs to train (default 10); an epoch is train records // batch size steps"
-    )
-    length.add_argument("--steps", type=int, help="total training steps (instead of --epochs)")
-    p.add_argument(
-        "--batch_size", type=int, default=64, help="global batch size, divided among the replicas (default 64)"
-    )
-    p.add_argument("--image_size", type=int, default=224, help="images are resized to SIZE x SIZE (default 224)")
-    p.add_argument(
-        "--architecture",
-        default="small_cnn",
-        choices=models.ARCHITECTURES,
-        help="image model: small_cnn (default) or a keras.applications model built with weights=None",
-    )
-    p.add_argument("--label", help="tabular datasets: the target column (int64: classification, float32: regression)")
-    p.add_argument("--num_classes", type=int, help="tabular classification: number of classes (labels 0..K-1)")
-    p.add_argument(
-        "--task",
-        choices=("classification", "regression"),
-        help="tabular: default classification for an int64 label, regression for a float32 one",
-    )
-    p.add_argument("--features", help="tabular datasets: comma-separated input columns (default: all but the label)")
-    p.add_argument(
-        "--string_buckets", type=int, default=64, help="tabular: hash buckets per string column (default 64)"
-    )
-    p.add_argument("--mixed_precision", action="store_true", help="bfloat16 on TPU, float16 (loss-scaled) on GPU")
-    p.add_argument("--optimizer", default="adam", choices=OPTIMIZERS, help="adam (default) or sgd (momentum 0.9)")
-    p.add_argument("--learning_rate", type=float, default=1e-3, help="(initial) learning rate (default 0.001)")
-    p.add_argument(
-        "--schedule",
-        default="constant",
-        choices=SCHEDULES,
-        help="learning rate: constant (default) or cosine decay to 0 over the run's steps",
-    )
-    p.add_argument("--steps_per_loop", type=int, default=50, help="training steps per compiled loop call (default 50)")
-    p.add_argument(
-        "--checkpoint_steps", type=int, default=0, help="also checkpoint every N steps (default: each epoch)"
-    )
-    p.add_argument(
-        "--shuffle_buffer", type=int, default=input_fn.DEFAULT_SHUFFLE_BUFFER, help="records in the shuffle buffer"
-    )
-    p.add_argument(
-        "--train_crop",
-        default="random",
-        choices=input_fn.TRAIN_CROPS,
-        help="training images: random (Inception-style sampled box, default), center or none (whole image)",
-    )
-    p.add_argument(
-        "--eval_crop",
-        default="center",
-        choices=input_fn.EVAL_CROPS,
-        help=f"evaluation images: center ({input_fn.CENTER_CROP_FRACTION:g} of the short side, default) or none",
-    )
-    p.add_argument("--no_flip", dest="flip", action="store_false", help="no random left-right flip in training")
-    p.add_argument("--train_split", default="train")
-    p.add_argument("--eval_split", default="validation")
-    p.add_argument(
-        "--seed", type=int, help="seed for weights and shuffling (runs stay non-deterministic in read order)"
-    )
-    p.add_argument("--no_export", dest="export", action="store_false", help="skip the final SavedModel export")
-    p.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
-    return p
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,6 +182,7 @@ def run(args: argparse.Namespace, on_epoch=None) -> Outcome:
         optimizer=args.optimizer,
         schedule=args.schedule,
         steps_per_loop=max(1, args.steps_per_loop),
+        log_every_seconds=args.log_every_seconds,
         checkpoint_steps=args.checkpoint_steps,
         loss_scale=policy == "mixed_float16",
     )

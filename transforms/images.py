@@ -6,13 +6,12 @@ import collections
 import concurrent.futures
 import dataclasses
 import logging
-import time
 from collections.abc import Iterator
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms import stopping
+from transforms import progress, stopping
 from transforms.convert_pool import ConvertPool, Item
 from transforms.counting import counter
 from transforms.image_convert import ImageConverter, ImageSettings
@@ -70,12 +69,12 @@ class ReadImages(beam.DoFn):
     Sources are converted on `threads` threads or, with `processes` > 0 (local runs), in that many
     converting processes (transforms.convert_pool). Up to two batches, or the pool's queue depth
     if deeper, stay in flight across `process` calls (the rest are emitted in `finish_bundle`), so
-    the converters never wait for a batch's slowest source or for the bundle thread."""
+    the converters never wait for a batch's slowest source or for the bundle thread.
 
-    PROGRESS_SECONDS = 10.0
-    PROGRESS_SOURCES = 1000  # a bundle of this many sources logs its end too, however fast it was
+    Every outcome counts into the run's `converting` phase (transforms.progress), of `total`
+    sources when the plan knows how many."""
 
-    def __init__(self, settings: ImageSettings, threads: int, *, processes: int = 0):
+    def __init__(self, settings: ImageSettings, threads: int, *, processes: int = 0, total: int | None = None):
         if threads < 1:
             raise ValueError("threads must be >= 1")
         if processes < 0:
@@ -85,10 +84,9 @@ class ReadImages(beam.DoFn):
         self._processes = processes
         self._written, self._converted, self._errors = counter("written"), counter("converted"), counter("errors")
         self._bytes_read = counter("bytes_read")
+        self._converting = progress.Phase("converting", "sources", total)
 
     def setup(self):
-        self._done = 0
-        self._started = self._last_report = time.monotonic()
         if self._processes:
             self._conversions = ConvertPool(self._processes, self._settings)
             how = f"in {self._processes} converting processes"
@@ -102,7 +100,6 @@ class ReadImages(beam.DoFn):
     def start_bundle(self):
         for _ in self._conversions.results():  # what a failed attempt left converting: not this attempt's
             pass
-        self._bundle_started, self._done_before = time.monotonic(), self._done
         self._copies = []
 
     def teardown(self):
@@ -126,10 +123,6 @@ class ReadImages(beam.DoFn):
                 yield GlobalWindows.windowed_value(output)
         if self._copies:
             yield beam.pvalue.TaggedOutput(CONTENT, GlobalWindows.windowed_value(self._copies))
-        elapsed, converted = time.monotonic() - self._bundle_started, self._done - self._done_before
-        if elapsed >= self.PROGRESS_SECONDS or converted >= self.PROGRESS_SOURCES:
-            # A long bundle's end: the benchmark's end of the reading, since a local run reads in one bundle.
-            _LOG.info("converted %d sources in this bundle in %.1f s (%.0f/s)", converted, elapsed, converted / elapsed)
 
     def _emit(self, converted):
         """Counts outcomes (on the bundle thread, where Beam counters count) and yields them; stops
@@ -137,7 +130,7 @@ class ReadImages(beam.DoFn):
         for outcome, bytes_read in converted:
             stopping.check()
             self._bytes_read.inc(bytes_read)
-            self._report_progress()
+            self._converting.add()
             if isinstance(outcome, Record | Written):
                 self._written.inc()
                 self._converted.inc(outcome.converted)
@@ -150,13 +143,6 @@ class ReadImages(beam.DoFn):
     def _record_outputs(self, record: Record):
         """What the step outputs for a record: the record."""
         yield record
-
-    def _report_progress(self):
-        self._done += 1
-        now = time.monotonic()
-        if now - self._last_report >= self.PROGRESS_SECONDS:
-            self._last_report = now
-            _LOG.info("converted %d sources in this worker (%.0f/s)", self._done, self._done / (now - self._started))
 
 
 class ReadImagesIntoShards(ReadImages):

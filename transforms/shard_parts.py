@@ -40,7 +40,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from core import storage
 from core.contract.layout import GZIP, SHARD_PARTS_FOLDER, is_remote, join, record_files
 from core.tfrecord_framing import framed
-from transforms import stopping
+from transforms import progress, stopping
 from transforms.gzip_codec import use_gzip_codec
 from transforms.gzip_pieces import HEADER, Piece, PieceLedger, closing
 from transforms.once import OnceWithAll
@@ -205,14 +205,16 @@ def finalize_shard(layout: ShardLayout, split: str, index: int, part_paths: list
     return path
 
 
-def _finalize_all(parts: Iterable[ShardPart], layout: ShardLayout):
+def _finalize_all(parts: Iterable[ShardPart], layout: ShardLayout, writing: progress.Phase):
     by_shard = collections.defaultdict(list)
     for part in sorted(parts, key=lambda part: part.path):
         by_shard[(part.split, part.index)].append(part.path)
     for split, total in layout.shards.items():
         for index in range(total):
             stopping.check()
-            yield finalize_shard(layout, split, index, by_shard[(split, index)])
+            path = finalize_shard(layout, split, index, by_shard[(split, index)])
+            writing.add()
+            yield path
     storage.delete_tree(layout.parts_folder)  # with any part of a failed attempt
 
 
@@ -221,5 +223,7 @@ def FinalizeShards(parts, layout: ShardLayout):
     """`parts`: the ShardParts every successful bundle reported. Returns the PCollection of the
     planned shards' paths, complete, once the parts folder is gone. The parts come in on the main
     input: on the lean runner a side input of them can come out empty (as one of a write's output
-    does, pipeline.readback)."""
-    return parts | "FromParts" >> OnceWithAll(_finalize_all, layout)
+    does, pipeline.readback). Each shard finalized counts into the run's `writing` phase
+    (transforms.progress)."""
+    writing = progress.Phase("writing", "shards", sum(layout.shards.values()))
+    return parts | "FromParts" >> OnceWithAll(_finalize_all, layout, writing)

@@ -42,7 +42,7 @@ from apache_beam.io.filesystem import FileMetadata
 
 from core import storage
 from core.contract.layout import join
-from transforms import listing_handover
+from transforms import listing_handover, progress
 from transforms.counting import counter
 from transforms.csv_records import CsvPart, CsvRecords, unreadable_row
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Skipped, Source
@@ -454,18 +454,21 @@ class _Route(beam.DoFn):
 
 
 FOLDERS = "folders"  # the folders directly below a class-folder input, each listed on its own
+JOB_LISTING = "listing in the job"  # the progress phase of a listing the job makes (transforms.progress)
 
 
 class _ClassifyListed(_Route):
     """Routes what a listing of class folders below `root` finds, classified (classify_listed),
-    with its Sources in lists."""
+    with its Sources in lists; each entry counts into `listing` (the steps of one listing share it)."""
 
-    def __init__(self, root, extensions, fractions):
+    def __init__(self, root, extensions, fractions, listing: progress.Phase | None = None):
         super().__init__()
         self._args = (root, frozenset(extensions), tuple(fractions))
+        self._listing = listing or progress.Phase(JOB_LISTING, "files")
 
     def routed(self, entries):
         root, extensions, fractions = self._args
+        entries = progress.counted(entries, self._listing)
         yield from in_lists(
             o for entry in entries for o in self.route(classify_listed(root, entry, extensions, fractions))
         )
@@ -474,10 +477,11 @@ class _ClassifyListed(_Route):
 class _ListInputFolder(_ClassifyListed):
     """The impulse -> the entries directly in the input folder, routed, and each folder below it
     (tagged FOLDERS, to be listed by `_ListSubFolder` wherever the runner sends it); or the
-    planner's classified listing, where it was kept for this step (listing_handover)."""
+    planner's classified listing, where it was kept for this step (listing_handover: not counted
+    as listing, which it is not)."""
 
-    def __init__(self, root, extensions, fractions, listed_here):
-        super().__init__(root, extensions, fractions)
+    def __init__(self, root, extensions, fractions, listed_here, listing: progress.Phase | None = None):
+        super().__init__(root, extensions, fractions, listing)
         self._listed_here = listed_here
 
     def process(self, _):
@@ -507,12 +511,15 @@ class _ParseImageCsvRows(_Route):
     listed: each row is counted once, here or where its CsvRow's fate is decided). The parts were
     cut where the planner found rows to start, in a CSV of `planned_size` bytes; a part of a CSV
     that has changed size since raises CsvChanged, failing the run rather than reading rows from
-    the middle of others."""
+    the middle of others. Each row counts into the listing's progress, of `rows` if planned."""
 
-    def __init__(self, csv_uri, uri_column, label_column, split_column, fractions, roots, planned_size):
+    def __init__(
+        self, csv_uri, uri_column, label_column, split_column, fractions, roots, planned_size, rows: int | None = None
+    ):
         super().__init__()
         self._csv_uri, self._planned_size = csv_uri, planned_size
         self._args = (uri_column, label_column, split_column, tuple(fractions), roots)
+        self._listing = progress.Phase(JOB_LISTING, "rows", rows)
 
     def process(self, part: CsvPart):
         csv_uri, layout_row = self._csv_uri, None
@@ -522,7 +529,8 @@ class _ParseImageCsvRows(_Route):
                 layout_row = first_layout_row(CsvRecords(text))
         with storage.open_text(csv_uri, errors="surrogateescape", start=part.start) as text:
             records = CsvRecords(text, start=part.start, line=part.line, end=part.end)
-            for row in image_csv_rows(records, csv_uri, *self._args, layout_row=layout_row):
+            rows = image_csv_rows(records, csv_uri, *self._args, layout_row=layout_row)
+            for row in progress.counted(rows, self._listing):
                 if isinstance(row, CsvRow):
                     yield row
                 else:
@@ -592,19 +600,23 @@ def _folder_of(source: Source):
 
 
 @beam.ptransform_fn
-def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions, listed_here: str | None = None):
+def ListClassFolders(
+    pbegin, root: str, extensions: Iterable[str], fractions, listed_here: str | None = None, entries: int | None = None
+):
     """Every file below `root`, listed inside the job (so the graph does not grow with it): the
     Sources in lists (in_lists), and a dead letter for each thing below it that cannot be listed
     (storage.list_below). The listing fans out: each folder directly below `root` is an element,
     spread over the workers and listed page by page, so no worker holds the whole listing.
     `listed_here`: the key of the planner's classified listing, taken instead where the step runs
-    in the planner's process (listing_handover)."""
+    in the planner's process (listing_handover). `entries`: what the planner listed, the
+    listing's progress total."""
     outputs = (SKIPPED, DEAD_LETTERS)
+    listing = progress.Phase(JOB_LISTING, "files", entries)
     top = (
         pbegin
         | "Start" >> beam.Impulse()
         | "ListInput"
-        >> beam.ParDo(_ListInputFolder(root, extensions, fractions, listed_here)).with_outputs(
+        >> beam.ParDo(_ListInputFolder(root, extensions, fractions, listed_here, listing)).with_outputs(
             *outputs, FOLDERS, main="sources"
         )
     )
@@ -612,7 +624,7 @@ def ListClassFolders(pbegin, root: str, extensions: Iterable[str], fractions, li
         top[FOLDERS]
         | "SpreadFolders" >> beam.Reshuffle()
         | "ListFolders"
-        >> beam.ParDo(_ListSubFolder(root, extensions, fractions)).with_outputs(*outputs, main="sources")
+        >> beam.ParDo(_ListSubFolder(root, extensions, fractions, listing)).with_outputs(*outputs, main="sources")
     )
     return ListingOutputs(
         (top.sources, below.sources) | "AllSources" >> beam.Flatten(),
@@ -633,13 +645,17 @@ def ReadImageCsv(
     roots: Roots,
     parts: Sequence[CsvPart],
     planned_size: int,
+    planned_rows: int | None = None,
 ):
     """Rows of the CSV as Sources, in lists (in_lists); `splits` are the ones planned (each gets its
     own writer); `roots`: where rows may name images (confinement_problem). The CSV is read in
-    `parts` (cut by the planner where rows start, in a CSV of `planned_size` bytes), spread over
-    the workers. Rows are grouped by image URI (duplicates, conflicts), then Sources by folder (one
-    listing each, to find images that do not exist)."""
-    parse = _ParseImageCsvRows(csv_uri, uri_column, label_column, split_column, fractions, roots, planned_size)
+    `parts` (cut by the planner where rows start, in a CSV of `planned_size` bytes and
+    `planned_rows` rows: the listing's progress total), spread over the workers. Rows are grouped
+    by image URI (duplicates, conflicts), then Sources by folder (one listing each, to find images
+    that do not exist)."""
+    parse = _ParseImageCsvRows(
+        csv_uri, uri_column, label_column, split_column, fractions, roots, planned_size, planned_rows
+    )
     rows = (
         pbegin
         | "Parts" >> beam.Create(list(parts))

@@ -45,7 +45,7 @@ import apache_beam as beam
 
 from core import storage
 from core.local_files import NotARegularFile
-from transforms import stopping
+from transforms import progress, stopping
 from transforms.counting import counter
 from transforms.csv_dialect import AUTO, CsvDialect, choose_delimiter, row_fields
 from transforms.csv_records import CSV_ROW_LIMIT, RecordTooLong, bounded_rows, unreadable_row
@@ -279,23 +279,58 @@ class UnreadableCsvError(RuntimeError):
     """A CSV file of the input could not be read to its end: the run must fail."""
 
 
+READ_COUNT_ROWS = 4096  # rows between two looks at how far a CSV file has been read (_FileRead)
+
+
+class _FileRead:
+    """How much of one CSV file has been read, counted into `phase` in bytes of the file as listed
+    (`size`; compressed, for a .gz): where the file under its text stream stands, looked at every
+    READ_COUNT_ROWS rows, and the rest of the file once it is done."""
+
+    def __init__(self, phase: progress.Phase, size: int):
+        self._phase, self._size, self._counted, self._file = phase, size, 0, None
+
+    def watch(self, text: io.TextIOWrapper) -> None:
+        self._file = getattr(text.buffer, "fileobj", text.buffer)  # a gzip.GzipFile reads its .fileobj
+
+    def advance(self) -> None:
+        try:
+            self._count(min(self._file.tell(), self._size))
+        except (AttributeError, OSError, ValueError):  # a stream that cannot tell: counted when done
+            pass
+
+    def done(self) -> None:
+        self._count(self._size)
+
+    def _count(self, position: int) -> None:
+        if position > self._counted:
+            self._phase.add(position - self._counted)
+            self._counted = position
+
+
 class ReadCsvRows(beam.DoFn):
     """A CSV file -> Rows, its fields split at `delimiter` (the plan's); a malformed row is a dead
     letter, and so is a row past the limits (csv_records.bounded_rows), every row of a file whose header
     differs (its rows weigh in the error budget as rows; a file with none is one), and a FIFO or
-    device (one)."""
+    device (one). Each file counts into the `reading CSV` phase (transforms.progress) as it is read,
+    in bytes of the `total_bytes` listed."""
 
-    def __init__(self, root: str, columns: Sequence[str], fractions, delimiter: str = ","):
+    def __init__(
+        self, root: str, columns: Sequence[str], fractions, delimiter: str = ",", total_bytes: int | None = None
+    ):
         self._root, self._columns, self._fractions = root, tuple(columns), tuple(fractions)
         self._delimiter = delimiter
         self._listed, self._errors = counter("listed"), counter("errors")
+        self._reading = progress.Phase("reading CSV", progress.BYTES, total_bytes)
 
     def process(self, metadata):
         path = metadata.path
         key = relative_key(self._root, path) if path.startswith(self._root.rstrip("/") + "/") else path
+        read = _FileRead(self._reading, metadata.size_in_bytes)
         try:
             with storage.open_text(path, errors="surrogateescape") as text:
-                yield from self._rows(path, key, bounded_rows(text, self._delimiter, HEADER_LIMIT))
+                read.watch(text)
+                yield from self._rows(path, key, bounded_rows(text, self._delimiter, HEADER_LIMIT), read)
         except csv.Error as e:  # before the first row: the header cannot be parsed
             letter = DeadLetter(path, "header", f"malformed header: {e}")
             yield _whole_file_error(self._listed, self._errors, letter)
@@ -311,8 +346,9 @@ class ReadCsvRows(beam.DoFn):
                 f"{path} cannot be read to its end ({type(e).__name__}: {e}); the rows after the "
                 "failure are unknown, so the run cannot account for them: repair or remove the file"
             ) from e
+        read.done()
 
-    def _rows(self, path, key, records):
+    def _rows(self, path, key, records, read: _FileRead):
         _, header = next(records, (0, []))
         if isinstance(header, Exception):  # the header cannot be parsed, or is past its limit
             raise header
@@ -320,7 +356,9 @@ class ReadCsvRows(beam.DoFn):
         if header != self._columns:
             yield from self._other_header(path, header, records)
             return
-        for line, row in records:
+        for count, (line, row) in enumerate(records, 1):
+            if not count % READ_COUNT_ROWS:
+                read.advance()
             where = f"{path}:{line}"
             if isinstance(row, Exception):
                 self._listed.inc()
@@ -564,14 +602,25 @@ def stray_text_warning(column: str, stray: NotedValues) -> str:
 class EncodeRows(beam.DoFn):
     """Row -> Record, typed by the (side input) schema, numbers read with the `decimal` sign
     (csv.decimal); a value that does not fit a declared type makes the row a dead letter, and so
-    does a row whose Example TensorFlow could not parse."""
+    does a row whose Example TensorFlow could not parse. Rows count into the `converting` phase
+    (transforms.progress), progress.COUNT_EVERY at a time and the rest at a bundle's end."""
 
     def __init__(self, columns: Sequence[str], decimal: str = "."):
         self._columns, self._decimal = tuple(columns), decimal
         self._written, self._errors = counter("written"), counter("errors")
+        self._converting, self._uncounted = progress.Phase("converting", "rows"), 0
+
+    def finish_bundle(self):
+        if self._uncounted:
+            self._converting.add(self._uncounted)
+            self._uncounted = 0
 
     def process(self, row: Row, schema):
         stopping.check()
+        self._uncounted += 1
+        if self._uncounted == progress.COUNT_EVERY:
+            self._converting.add(self._uncounted)
+            self._uncounted = 0
         outcome = encode_row(row, self._columns, schema, self._decimal)
         if isinstance(outcome, DeadLetter):
             self._errors.inc()

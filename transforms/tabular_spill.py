@@ -38,7 +38,7 @@ import numpy as np
 from apache_beam.transforms.window import GlobalWindows
 
 from core import storage
-from transforms import stopping
+from transforms import progress, stopping
 from transforms.counting import counter
 from transforms.csv_dialect import CsvDialect
 from transforms.once import OnceWithAll
@@ -150,10 +150,20 @@ class _BucketWriter:
 
 class SpillRows(ReadCsvRows):
     """A CSV file -> its rows tallied for the schema (by `infer`) and spilled into random buckets of
-    `folder` (one of `buckets`); per bundle one Spilled. Dead letters as ReadCsvRows."""
+    `folder` (one of `buckets`); per bundle one Spilled. Dead letters and progress as ReadCsvRows."""
 
-    def __init__(self, root: str, columns, fractions, delimiter: str, infer: InferSchema, folder: str, buckets: int):
-        super().__init__(root, columns, fractions, delimiter)
+    def __init__(
+        self,
+        root: str,
+        columns,
+        fractions,
+        delimiter: str,
+        infer: InferSchema,
+        folder: str,
+        buckets: int,
+        total_bytes: int | None = None,
+    ):
+        super().__init__(root, columns, fractions, delimiter, total_bytes)
         self._infer = infer
         self._splits = {name: index for index, (name, _) in enumerate(fractions)}
         self._folder, self._buckets = folder, buckets
@@ -258,11 +268,13 @@ class WriteSpilledRows(beam.DoFn):
     """SpilledRows -> each bucket's rows, in random order (permuted_rows), encoded with the schema
     (tabular.encode_row) and written into their shards (BundleShards). Outputs one
     OutcomeSummary of its records per bundle that wrote any, the ShardParts on SHARD_PARTS, and
-    the rows that make no record on DEAD_LETTERS."""
+    the rows that make no record on DEAD_LETTERS. Each row counts into the `converting` phase
+    (transforms.progress), of every row spilled."""
 
     def __init__(self, layout: ShardLayout, columns: Sequence[str], splits: Sequence[str], decimal: str):
         self._layout, self._columns, self._splits, self._decimal = layout, tuple(columns), tuple(splits), decimal
         self._written, self._errors = counter("written"), counter("errors")
+        self._converting = progress.Phase("converting", "rows")
 
     def setup(self):
         self._random = random.Random()
@@ -271,8 +283,9 @@ class WriteSpilledRows(beam.DoFn):
         self._shards, self._summary, self._counted = BundleShards(self._layout), OutcomeSummary(), False
 
     def process(self, spilled: SpilledRows):
+        self._converting.set_total(sum(spill.rows for bucket in spilled.buckets for spill in bucket))
         for bucket in spilled.buckets:
-            for row in permuted_rows(bucket, self._splits, self._random):
+            for row in progress.counted(permuted_rows(bucket, self._splits, self._random), self._converting):
                 stopping.check()
                 outcome = encode_row(row, self._columns, spilled.schema, self._decimal)
                 if isinstance(outcome, DeadLetter):
@@ -304,7 +317,7 @@ def convert_through_spill(
     """The CSV files' metadata -> records in their shards, through the spill (module docstring)."""
     infer = InferSchema(columns, declared, dialect.decimal)
     folder, buckets = spill_folder(layout), bucket_count(input_bytes)
-    reading = SpillRows(root, columns, fractions, dialect.delimiter, infer, folder, buckets)
+    reading = SpillRows(root, columns, fractions, dialect.delimiter, infer, folder, buckets, input_bytes)
     spilled = files | "SpillRows" >> beam.ParDo(reading).with_outputs(DEAD_LETTERS, main="spills")
     rows = spilled.spills | "MergeSpills" >> OnceWithAll(merge_spills, infer)
     splits = tuple(name for name, _ in fractions)

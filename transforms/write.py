@@ -20,7 +20,7 @@ from core.contract.layout import (
     join,
 )
 from core.tfrecord_framing import framed
-from transforms import stopping
+from transforms import progress, stopping
 from transforms.gzip_codec import use_gzip_codec
 from transforms.once import OnceWithAll
 from transforms.outcomes import DeadLetter
@@ -48,10 +48,12 @@ class ToShards(beam.DoFn):
 
 class WriteShardPart(beam.DoFn):
     """((split, index), payloads) -> the ShardPart holding them, written under a name of this
-    attempt's own (a retry writes another; FinalizeShards takes the one reported)."""
+    attempt's own (a retry writes another; FinalizeShards takes the one reported). Each record
+    counts into the `writing records` phase (transforms.progress)."""
 
     def __init__(self, layout: ShardLayout):
         self._layout = layout
+        self._writing = progress.Phase("writing records", "records")
 
     def process(self, shard_payloads):
         (split, index), payloads = shard_payloads
@@ -59,7 +61,7 @@ class WriteShardPart(beam.DoFn):
         path = self._layout.part_path(split, index, uuid.uuid4().hex)
         records = 0
         with self._layout.create(path) as f:
-            for payload in payloads:
+            for payload in progress.counted(payloads, self._writing):
                 stopping.check()
                 for piece in framed(payload):
                     f.write(piece)

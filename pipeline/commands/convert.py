@@ -22,14 +22,21 @@ from core import storage
 from core.contract.versions import new_run
 from pipeline.build import converting_processes
 from pipeline.config import ConfigError, load_config
-from pipeline.flags import CONVERT_FLAGS, command_name, config_overrides, make_parser, parse_command_line
+from pipeline.flags import (
+    CONVERT_FLAGS,
+    command_name,
+    commands_help,
+    config_overrides,
+    make_parser,
+    parse_command_line,
+)
 from pipeline.folder_store import FolderPublication
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.lease import Lease, LeaseHeldError
 from pipeline.output import OutputExistsError, prepare_output
 from pipeline.planning import PlanError, make_plan
 from pipeline.preflight import PreflightError, check_input, check_output, take_lease
-from pipeline.report import rejected_summary, run_summary
+from pipeline.report import rejection_report, run_summary
 from pipeline.runners import UnsafeOptionError, reads_local_files, refuse_unsafe_options, runner_of, runs_here
 from transforms import convert_pool
 
@@ -37,11 +44,12 @@ _LOG = logging.getLogger("pipeline")
 
 
 def parser() -> argparse.ArgumentParser:
-    return make_parser(
-        command_name(),
-        "Convert images or CSV files into sharded GZIP TFRecords of tf.train.Example, with a manifest.json.",
-        CONVERT_FLAGS,
+    """Also the top-level parser (`python -m pipeline --help`): it lists the other commands."""
+    description = (
+        "Convert images or CSV files into sharded TFRecords (GZIP by default) of tf.train.Example,\n"
+        "with a manifest.json.\n\n" + commands_help()
     )
+    return make_parser(command_name(), description, CONVERT_FLAGS)
 
 
 def main(argv: list[str]) -> int:
@@ -84,10 +92,10 @@ def _convert(plan, config, beam_args, publication: FolderPublication, replacing:
     try:
         manifest = run_job(plan, config, beam_args, publication)
     except RunFailedError as e:
-        if e.rejected:
-            print(rejected_summary(publication.folder if replacing else publication.output, e.rejected))
-        for reason in e.reasons():
-            _LOG.error("%s", reason)
+        if e.rejected:  # its report stays beside a committed dataset, in the run's own folder
+            print(rejection_report(publication.folder if replacing else publication.output, e.rejected))
+        else:
+            _LOG.error("%s", "; ".join(e.reasons()))
         _LOG.error("run %s not published; %s", publication.run, _what_readers_see(publication.output, replacing))
         return EXIT_REJECTED if e.rejected else EXIT_FAILED
     if manifest is None:
@@ -100,4 +108,4 @@ def _convert(plan, config, beam_args, publication: FolderPublication, replacing:
 def _what_readers_see(output: str, replacing: bool) -> str:
     if replacing:
         return f"the previous dataset in {output} is unchanged"
-    return f"{output} holds no dataset (manifest.rejected.json and the error report say why, if there)"
+    return f"{output} holds no dataset"

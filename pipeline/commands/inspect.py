@@ -20,8 +20,8 @@ from core.contract.manifest import Manifest, ManifestError, ManifestRejectedErro
 from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
 from core.contract.versions import LatestPointerError, resolve_dataset
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
-from pipeline.flags import command_name
-from pipeline.report import dataset_summary, errors_text, first_errors, rejected_summary
+from pipeline.flags import DEBUG_HELP, command_name
+from pipeline.report import dataset_summary, errors_text, rejected_summary
 from pipeline.verify import verify
 
 MAX_PROBLEMS_SHOWN = 50
@@ -33,6 +33,7 @@ def parser() -> argparse.ArgumentParser:
         prog=command_name("inspect"),
         description="Show what a converted dataset (local or gs://) holds; --verify checks every "
         "record against the manifest; --contact_sheet draws sample images.",
+        epilog=DEBUG_HELP,
     )
     p.add_argument(
         "dest",
@@ -88,7 +89,7 @@ def _rejected(folder: str, manifest: Manifest, args: argparse.Namespace) -> int:
         print(f"VERIFY REFUSED: {folder} holds a rejected run, not a dataset: {reasons}")
         return 1
     print(rejected_summary(folder, manifest))
-    text = errors_text(first_errors(folder, manifest), manifest)
+    text = errors_text(folder, manifest)
     if text:
         print(text)
     if args.contact_sheet:
@@ -111,7 +112,7 @@ def main(argv: list[str]) -> int:
         folder = _resolve(args.dest)
         manifest = read_manifest(folder, storage.read_text)
         print(dataset_summary(folder, manifest))
-        text = errors_text(first_errors(folder, manifest), manifest)
+        text = errors_text(folder, manifest)
         if text:
             print(text)
         status = _verify(folder, manifest) if args.verify else 0

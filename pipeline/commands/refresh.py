@@ -47,7 +47,7 @@ from pipeline.lease import Fence, Lease, LeaseHeldError
 from pipeline.listing_digest import same_method
 from pipeline.planning import Plan, PlanError, make_plan
 from pipeline.preflight import PreflightError, check_input, check_output, take_lease
-from pipeline.report import run_summary
+from pipeline.report import rejection_report, run_summary
 from pipeline.runners import (
     UnsafeOptionError,
     make_pipeline,
@@ -77,7 +77,7 @@ _NOT_SETTINGS = (
 def parser() -> argparse.ArgumentParser:
     return make_parser(
         command_name("refresh"),
-        "Publish a new version of a dataset: convert into OUTPUT/<UTC timestamp>/, then point "
+        "Publish a new version of a dataset: convert into OUTPUT/<UTC timestamp>/, then point\n"
         "OUTPUT/LATEST at it, only if the run succeeded; unchanged input is skipped.",
         REFRESH_FLAGS,
     )
@@ -155,8 +155,10 @@ def _run(
     try:
         manifest = run_job(plan, config, beam_args, publication)
     except RunFailedError as e:
-        for reason in e.reasons():
-            _LOG.error("%s", reason)
+        if e.rejected:
+            print(rejection_report(publication.folder, e.rejected))
+        else:
+            _LOG.error("%s", "; ".join(e.reasons()))
         _LOG.error("refresh failed; %s/LATEST still names %s", root, previous or "nothing")
         return EXIT_REJECTED if e.rejected else EXIT_FAILED
     if manifest is None:

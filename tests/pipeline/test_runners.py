@@ -36,6 +36,7 @@ from pipeline.runners import (
     spreads_work,
     writes_while_reading,
 )
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from transforms.tabular_spill import bucket_memory
 
 
@@ -261,7 +262,12 @@ def test_an_explicit_direct_runner_runs_the_job_without_trying_prism(tmp_path):
     (tmp_path / "tmp").mkdir()
     argv = ["--output", str(tmp_path / "ds"), "--runner", "DirectRunner", "--num_shards", "1"]
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline", *argv], capture_output=True, text=True, env=env, timeout=300, check=False
+        [sys.executable, "-m", "pipeline", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "validation" in result.stdout and (tmp_path / "ds" / "manifest.json").exists()

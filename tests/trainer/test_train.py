@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from trainer import train
 from trainer.errors import (
     BatchSizeError,
@@ -207,7 +208,7 @@ def test_global_batch_is_divided_among_replicas(image_dataset, tmp_path):
     """)
     env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT
     )
     assert done.returncode == 0 and "OK" in done.stdout, done.stdout + done.stderr[-3000:]
 

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from core.tfrecord_framing import MAX_EXAMPLE_BYTES, masked, masked_crc32c
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from transforms.example_proto import encode_example, size_bound
 
 
@@ -149,7 +150,11 @@ def test_the_limit_is_the_largest_example_tensorflow_parses(tmp_path):
         for path, size in zip(paths, (MAX_EXAMPLE_BYTES, MAX_EXAMPLE_BYTES + 1), strict=True):
             _write_one_zeros_record(path, size)
         result = subprocess.run(
-            [sys.executable, "-c", _PARSE, *map(str, paths)], capture_output=True, text=True, timeout=600, check=False
+            [sys.executable, "-c", _PARSE, *map(str, paths)],
+            capture_output=True,
+            text=True,
+            timeout=SUBPROCESS_TIMEOUT,
+            check=False,
         )
     finally:
         for path in paths:

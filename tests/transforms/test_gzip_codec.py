@@ -18,6 +18,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.utils.plugin import BeamPlugin
 
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from transforms.gzip_choice import CODEC, SAMPLE_BYTES, ChoosingCompressor, worth_compressing
 from transforms.gzip_codec import GzipCodecPlugin, use_gzip_codec
 
@@ -52,7 +53,7 @@ def _beam_codecs(*steps: str) -> list[str]:
     show = "print(filesystem.zlib.__name__)\n"
     code = "from apache_beam.io import filesystem\n" + show + "".join(steps) + show
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT, check=True
     )
     return result.stdout.split()
 

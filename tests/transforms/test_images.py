@@ -14,7 +14,7 @@ from core.contract.features import DEFAULT_IMAGE_KEYS
 from core.contract.layout import GZIP
 from pipeline.tfrecord_reader import read_records
 from tests import broken_images
-from transforms import images
+from transforms import images, progress
 from transforms.image_convert import ImageSettings
 from transforms.images import ReadImages, ReadImagesIntoShards
 from transforms.outcomes import DEAD_LETTERS, METRICS_NAMESPACE, Source
@@ -48,9 +48,9 @@ def sources(tmp_path):
 SETTINGS = ImageSettings(LABELS, dict(DEFAULT_IMAGE_KEYS), 1_000_000)
 
 
-def _run(listed, batch_size, threads, processes=0):
+def _run(listed, batch_size, threads, processes=0, total=None):
     p = TestPipeline()
-    read = ReadImages(SETTINGS, threads, processes=processes)
+    read = ReadImages(SETTINGS, threads, processes=processes, total=total)
     out = (
         p
         | beam.Create([listed[i : i + batch_size] for i in range(0, len(listed), batch_size)])
@@ -137,16 +137,16 @@ def test_records_go_into_their_shards_whether_processes_may_share_parts_or_not(s
     assert filenames == {uri.encode() for uri in good}
 
 
-@pytest.mark.parametrize("progress_sources,logged", [(5, True), (100, False)])
-def test_a_bundle_of_many_sources_logs_its_end(sources, caplog, monkeypatch, progress_sources, logged):
-    """However fast, a bundle of PROGRESS_SOURCES or more logs how many it converted: the benchmark
-    takes the end of a local run's reading from that line."""
-    monkeypatch.setattr(ReadImages, "PROGRESS_SOURCES", progress_sources)
+@pytest.mark.parametrize("planned", [True, False])
+def test_every_outcome_counts_into_the_converting_phase(sources, caplog, planned):
+    """Records and dead letters alike. A phase whose total the plan knows ends with its last source,
+    in a line (the benchmark takes the end of a local run's reading from it); one whose total is
+    unknown ends when the next phase starts (transforms.progress)."""
     listed = sources[0]
-    p, _ = _run(listed, len(listed), 1)
-    with caplog.at_level("INFO", logger=images.__name__):
+    p, _ = _run(listed, len(listed), 1, total=len(listed) if planned else None)
+    with caplog.at_level("INFO", logger=progress.__name__):
         p.run().wait_until_finish()
-    ends = [r.getMessage() for r in caplog.records if "sources in this bundle" in r.getMessage()]
-    assert [end.startswith(f"converted {len(listed)} sources in this bundle in ") for end in ends] == (
-        [True] if logged else []
+    ends = [r.getMessage() for r in caplog.records if r.getMessage().startswith("converting done: ")]
+    assert [end.startswith(f"converting done: {len(listed)} sources in ") for end in ends] == (
+        [True] if planned else []
     )
