@@ -68,22 +68,9 @@ def test_per_image_costs_print_without_shares_when_the_pipeline_did_not_run(caps
 def test_the_reading_phase_is_set_against_all_of_the_floors_work(capsys):
     """From the pipeline's first image read to its last record made, beside the floor's work:
     what the pipeline does per image once started, without its fixed start-up and end."""
-    floor = {
-        "run": 1,
-        "rc": 0,
-        "timed_out": False,
-        "wall_s": 7.5,
-        "cpu_s": 14.0,
-        "sys_s": 0.5,
-        "peak_rss_mb": 100.0,
-        "peak_processes": 3,
-        "rss_samples": 100,
-        "result": {"work_s": 7.0},
-        "first_read_s": None,
-    }
     runs = {
         "pipeline": [_run(1, 10.0, 20.0, reads_done_s=9.5), _run(2, 10.5, 21.0, reads_done_s=10.5)],
-        "floor": [bench_runs.run_record(1, floor, CORPUS)],
+        "floor": [_floor_run()],
     }
     results = bench_report.summarize_all(["pipeline", "floor"], runs, {}, {"pipeline": [], "floor": []})
 
