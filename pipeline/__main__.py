@@ -2,11 +2,11 @@
 
 import sys
 
-from pipeline.unused_modules import leave_out_unless_needed
+from pipeline import beam_patches
 
 
 def main() -> None:
-    leave_out_unless_needed(sys.argv[1:])  # before anything imports Beam
+    beam_patches.apply(sys.argv[1:])  # first: it decides what Beam may import
     from pipeline.cli import exit_with_main  # imports Beam
 
     exit_with_main()

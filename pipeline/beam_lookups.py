@@ -2,7 +2,7 @@
 
 Two of Beam's lookups are pure, yet repeated for every transform as the graph is built, again for
 each override a local runner considers, and again for every bundle a local runner starts: a lean
-local run spent most of a second of its start-up on them (README, Performance).
+local run spent most of a second of its start-up on them (docs/performance.md).
 
 * Which parameters a DoFn's methods take (state, timers, `DoFn.ElementParam`, ...): Beam reads
   each method's signature (`core.get_function_args_defaults`, one `inspect.signature`) every time
@@ -13,9 +13,10 @@ local run spent most of a second of its start-up on them (README, Performance).
   Views are windows on the options' one shared store of values (setting a value through a view
   sets it for all of them) over flags that never change, so one view per class serves.
 
-`remember_lookups` has Beam ask each once: functions and options are held weakly (a Map's lambda
-goes with its pipeline); anything else callable (a partial, a callable object, a builtin) is
-looked up as before, and every caller of the first lookup gets lists of its own.
+`remember_lookups` (applied through pipeline.beam_patches only) has Beam ask each once: functions
+and options are held weakly (a Map's lambda goes with its pipeline); anything else callable (a
+partial, a callable object, a builtin) is looked up as before, and every caller of the first
+lookup gets lists of its own.
 """
 
 from __future__ import annotations

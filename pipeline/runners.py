@@ -75,7 +75,6 @@ from apache_beam.utils import thread_pool_executor
 
 from core.contract.manifest import IMAGE_KINDS
 from core.storage import is_remote
-from pipeline.beam_lookups import remember_lookups
 from pipeline.portable_workers import WatchedPortableRunner
 from transforms import stopping
 from transforms.convert_pool import usable_cores
@@ -413,9 +412,7 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     when it repeats bundles (--direct_runner_bundle_repeat): Beam 2.77 then gives the bundle that
     counts a GroupByKey's values as the repeats left them, the first page only (measured: 2 of
     1,000 values per key), so the run would be rejected. A portable job whose SDK workers a pool
-    on this machine starts gets its worker watched (pipeline.portable_workers). Beam in this
-    process works out what it asks again and again once (pipeline.beam_lookups)."""
-    remember_lookups()
+    on this machine starts gets its worker watched (pipeline.portable_workers)."""
     runner = options.view_as(StandardOptions).runner
     if runner == PARALLEL:
         paged = not options.view_as(DirectOptions).direct_runner_bundle_repeat

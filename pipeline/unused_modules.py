@@ -4,13 +4,14 @@
 client and Google's older API client (apitools) whenever the gcp extra is installed, as it is here,
 and the libraries of Beam's other integrations whenever they are installed, as on most ML
 workstations: pandas and pyarrow (DataFrame and Arrow type hints, Parquet I/O), pymongo (MongoDB
-I/O). That is a large share of a local run's start-up (README, Performance) for modules such a run
+I/O). That is a large share of a local run's start-up (docs/performance.md) for modules such a run
 never calls. Beam imports each of them inside `try ... except ImportError` (apache_beam/io/__init__.py,
 io/filesystems.py, io/mongodbio.py, io/parquetio.py, typehints/__init__.py,
 runners/dataflow/dataflow_runner.py, utils/retry.py, the BundleBasedDirectRunner's Pub/Sub
-overrides), as for an installation without them. So the process entry (pipeline.__main__), before
-anything imports Beam, makes LEFT_OUT (but for STILL_IMPORTABLE) unimportable when its command line
-can touch nothing remote (`needs_cloud`): Beam then starts as it would without them.
+overrides), as for an installation without them. So the process entry (pipeline.__main__, through
+pipeline.beam_patches), before anything imports Beam, makes LEFT_OUT (but for STILL_IMPORTABLE)
+unimportable when its command line can touch nothing remote (`needs_cloud`): Beam then starts as
+it would without them.
 
 The lean local runner only: `--runner` (named runners take other paths through Beam, some of which
 import Pub/Sub unguarded) and `--direct_num_workers` (the FnApiRunner) keep every module, as does

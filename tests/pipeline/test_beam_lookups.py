@@ -1,8 +1,9 @@
 """Beam's repeated lookups through pipeline.beam_lookups: a function's arguments and defaults as
 Beam's own `get_function_args_defaults` gives them, asked once per function, held weakly, given
 to each caller as lists of its own; one view of the options per class, sharing their values as
-Beam's views do; and every pipeline the job makes looks both up that way, with Beam's state and
-timer checks working as before."""
+Beam's views do; and once remember_lookups has run, a pipeline looks both up that way, with
+Beam's state and timer checks working as before. Skipped where the patches are off (pipeline.beam_patches): the
+module then meets a Beam it may not fit, and nothing runs it."""
 
 import functools
 import gc
@@ -16,10 +17,16 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, userstate
 
-from pipeline.beam_lookups import _ASK_BEAM as beams_own
-from pipeline.beam_lookups import _BEAMS_VIEW as beams_view
-from pipeline.beam_lookups import args_and_defaults, option_view
+from pipeline import beam_patches
 from pipeline.runners import make_pipeline, pipeline_options
+
+if not beam_patches.wanted():
+    pytest.skip("Beam's start-up patches are off here (pipeline.beam_patches)", allow_module_level=True)
+
+# Imported only where the patches are on: it reads Beam's internals as it is imported.
+from pipeline.beam_lookups import _ASK_BEAM as beams_own  # noqa: E402
+from pipeline.beam_lookups import _BEAMS_VIEW as beams_view  # noqa: E402
+from pipeline.beam_lookups import args_and_defaults, option_view, remember_lookups  # noqa: E402
 
 COUNT = userstate.ReadModifyWriteStateSpec("count", VarIntCoder())
 COUNT_STATE = beam.DoFn.StateParam(COUNT)
@@ -121,7 +128,15 @@ def test_options_are_held_weakly():
     assert gone() is None
 
 
-def test_pipelines_look_up_through_it_and_state_still_works():
+@pytest.fixture
+def remembered(monkeypatch):
+    """Beam looking both up through this module for one test, and as it was after it."""
+    monkeypatch.setattr(core, "get_function_args_defaults", beams_own)
+    monkeypatch.setattr(PipelineOptions, "view_as", beams_view)
+    remember_lookups()
+
+
+def test_pipelines_look_up_through_it_and_state_still_works(remembered):
     p = make_pipeline(pipeline_options([], 0))
     assert core.get_function_args_defaults is args_and_defaults
     assert PipelineOptions.view_as is option_view
@@ -132,11 +147,10 @@ def test_pipelines_look_up_through_it_and_state_still_works():
         assert_that(totals | beam.combiners.Top.LargestPerKey(1), equal_to([("a", [3]), ("b", [5])]))
 
 
-def test_beam_still_refuses_a_dofn_with_a_parameter_twice():
+def test_beam_still_refuses_a_dofn_with_a_parameter_twice(remembered):
     class Twice(beam.DoFn):
         def process(self, element, a=COUNT_STATE, b=COUNT_STATE):
             yield element
 
-    make_pipeline(PipelineOptions([]))
     with pytest.raises(ValueError, match="duplicate"):
         userstate.validate_stateful_dofn(Twice())

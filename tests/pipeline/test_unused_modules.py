@@ -1,5 +1,6 @@
 """A local run of local data starts without Beam's Google Cloud modules and the libraries of its
-other integrations, and every other command line keeps them (pipeline.unused_modules)."""
+other integrations, and every other command line keeps them (pipeline.unused_modules). Skipped
+where the patches are off (pipeline.beam_patches)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ import sys
 
 import pytest
 
+from pipeline import beam_patches
 from pipeline.unused_modules import STILL_IMPORTABLE, needs_cloud
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+
+if not beam_patches.wanted():
+    pytest.skip("Beam's start-up patches are off here (pipeline.beam_patches)", allow_module_level=True)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # What a local run should not load, spelled out here rather than taken from the module under test.
@@ -102,7 +108,7 @@ def test_a_config_that_is_a_fifo_keeps_them_without_waiting_or_importing_beam(tm
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SUBPROCESS_TIMEOUT,
         check=True,
     )
     assert result.stdout.split() == ["True", "False"]
@@ -125,7 +131,12 @@ def _run_entry(*args: str) -> subprocess.CompletedProcess:
     code = _LOADED.format(prefixes=UNUSED)
     environ = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=environ, timeout=300, check=False
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
     )
 
 
