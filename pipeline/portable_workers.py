@@ -15,6 +15,10 @@ starts that worker as `python -c '... SdkHarness("ADDRESS", ...)'`, ADDRESS bein
 control server (the message reaches the launcher in the job's message stream, which Beam's wait
 reads). A worker it cannot see in /proc (another user's, in a container; no /proc: not Linux) is
 not watched.
+
+Beam 2.77 also gives the launcher's wait for the job (its state and message streams) the deadline
+of `--job_server_timeout` (300 s by default), meant for the calls that set the job up, so a longer
+job lost its launcher while it ran on: UnboundedWait keeps the deadline for those calls only.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import threading
 import time
 
 from apache_beam.runners import runner
-from apache_beam.runners.portability.portable_runner import PortableRunner
+from apache_beam.runners.portability.portable_runner import JobServiceHandle, PortableRunner
 
 _LOG = logging.getLogger(__name__)
 
@@ -42,10 +46,23 @@ class WorkerLostError(RuntimeError):
 
 
 class WatchedPortableRunner(PortableRunner):
-    """The PortableRunner, with each job's SDK worker watched while the launcher waits for it."""
+    """The PortableRunner, with each job's SDK worker watched while the launcher waits for it, and
+    a wait for the job as long as the job takes."""
+
+    def create_job_service_handle(self, job_service, options) -> JobServiceHandle:
+        return UnboundedWait(job_service, options)
 
     def run_portable_pipeline(self, pipeline, options) -> runner.PipelineResult:
         return WatchedResult(super().run_portable_pipeline(pipeline, options))
+
+
+class UnboundedWait(JobServiceHandle):
+    """A job service handle whose `--job_server_timeout` bounds preparing and staging the job, not
+    the streams that follow the job until it ends (module docstring)."""
+
+    def run(self, preparation_id):
+        self.timeout = None  # prepare and stage, which submit calls first, are done
+        return super().run(preparation_id)
 
 
 class WatchedResult(runner.PipelineResult):

@@ -215,3 +215,15 @@ def test_a_worker_lost_before_it_connects_fails_the_run_instead_of_hanging_it(st
 
     assert f"the job's SDK worker (process {worker}) ended while the job ran" in run.log()
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"], run.log()
+
+
+def test_a_job_longer_than_the_job_server_timeout_is_waited_for(stack, tmp_path):
+    """`--job_server_timeout` bounds the calls that reach the job service (prepare, stage), not
+    the wait for the job: Beam 2.77 gives its state stream the same deadline, so the launcher of a
+    job that outlived it stopped waiting with DEADLINE_EXCEEDED while the job ran on."""
+    args, _ = KINDS["images"]
+    out = tmp_path / "out"
+    started = time.monotonic()
+    assert main([*args, "--output", str(out), *stack.beam_args, "--job_server_timeout", "1"]) == 0, stack.logs()
+    assert time.monotonic() - started > 1, "the job ended within the timeout: the test shows nothing"
+    assert load_manifest(out).counts.written == 360
