@@ -22,6 +22,7 @@ from apache_beam.io.filesystem import FileMetadata
 
 from core import storage
 from pipeline.listing_digest import ListingDigest
+from transforms import progress
 from transforms.outcomes import Source
 from transforms.sources import bucket_missing
 
@@ -124,7 +125,8 @@ def found_images(table: RowTable, threads: int, digest: ListingDigest) -> Images
     """The images of `table`'s agreeing rows, each marked found (with its size, added to
     `digest`) where its folder's listing holds it."""
     images, batch = table.agreeing(), []
-    for folder, m in list_folders(table.folders, threads):
+    listing = progress.Phase("listing the image folders", "files")
+    for folder, m in progress.counted(list_folders(table.folders, threads), listing):
         if m is None:
             images.pass_folder(folder)
             continue
@@ -133,6 +135,7 @@ def found_images(table: RowTable, threads: int, digest: ListingDigest) -> Images
             images.match(batch, digest)
             batch = []
     images.match(batch, digest)
+    listing.finish()
     return images
 
 
