@@ -20,6 +20,7 @@ from pipeline.flags import COMMANDS, DEBUG_FLAG
 from pipeline.job import EXIT_FAILED
 from pipeline.lease import Unfinished
 from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas
+from transforms import progress
 from transforms.stopping import Stopped
 
 # Sub-commands named by the first argument; anything else is the conversion's flags.
@@ -50,12 +51,10 @@ class QuietStops(logging.Filter):
 
 
 def _set_up_logging(debug: bool) -> None:
-    from transforms.progress import ConsoleHandler  # on a terminal, records go above the progress bars
-
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=[ConsoleHandler(sys.stderr)],
+        handlers=[progress.ConsoleHandler(sys.stderr)],  # on a terminal, records go above the bars
     )
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     logging.getLogger(HideInMemoryWorkersWarning.LOGGER).addFilter(HideInMemoryWorkersWarning())
@@ -93,6 +92,8 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
             raise
         _LOG.error("%s: %s", type(e).__name__, str(e).strip() or "(no message)")
         return EXIT_FAILED
+    finally:
+        progress.close_all()
 
 
 def _dispatch(argv: list[str]) -> int:

@@ -23,6 +23,7 @@ import threading
 import pytest
 
 from pipeline import shard_check
+from pipeline.cli import main
 from transforms import progress
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -45,6 +46,8 @@ def no_phase_left_open():
 
 @pytest.fixture()
 def every_count_logs(monkeypatch):
+    """Every count logs a line, in a process where no earlier test left a phase open."""
+    progress.close_all()
     monkeypatch.setattr(progress, "LINE_SECONDS", 0.0)
 
 
@@ -64,6 +67,15 @@ def test_a_phase_with_a_total_says_how_far_how_fast_and_how_long(every_count_log
     first, end = _messages(caplog)
     assert re.fullmatch(r"converting: 2,417 of 10,000 sources \(24%\), [\d,.]+/s, about [\w ]+ left", first), first
     assert re.fullmatch(r"converting done: 10,000 sources in [\d.]+ s(, [\d,]+/s)?", end), end
+
+
+def test_a_command_ends_the_phases_it_left_open(every_count_logs, tmp_path, caplog):
+    """A run that stops before its phases end leaves none open to end inside the next command's output."""
+    caplog.set_level(logging.INFO, progress.__name__)
+    progress.Phase("listing", "files", 10).add(3)
+    assert main(["--input", str(tmp_path / "missing"), "--output", str(tmp_path / "out")]) == 2
+    progress.Phase("converting", "sources", 2).add(2)
+    assert _messages(caplog)[1:] == ["converting done: 2 sources in 0.0 s"]
 
 
 def test_without_a_total_the_count_and_the_rate(every_count_logs, caplog):

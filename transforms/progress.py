@@ -305,4 +305,12 @@ def _close_bars() -> None:
             tracker.close()
 
 
+def close_all() -> None:
+    """Ends every phase of this process without an end line: a command is over, and a phase it
+    left open (its run failed, or a count never reached its total) must not end inside the next
+    command's output."""
+    for tracker in list(_TRACKERS.values()):
+        tracker.close()
+
+
 atexit.register(_close_bars)  # a failed or interrupted run: its bars end where they stood
