@@ -39,6 +39,7 @@ What Beam caches per process (apache-beam 2.77), and how it is handled:
 import os
 import re
 import uuid
+import warnings
 
 import pytest
 from apache_beam.options.pipeline_options import StandardOptions
@@ -106,5 +107,9 @@ def gcs_bucket(gcs_emulator, request):
     """Name of a new, empty bucket in the emulator, unique to this test."""
     slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")
     name = f"t-{slug[:40].rstrip('-')}-{uuid.uuid4().hex[:10]}"
+    code = gcs_emulator.revive()
+    if code is not None:
+        ended = f"the session's GCS emulator had ended (exit code {code})"
+        warnings.warn(f"{ended}; started again for {request.node.name}", stacklevel=2)
     gcs_emulator.create_bucket(name)
     return name

@@ -335,3 +335,15 @@ def test_subprocess_uses_env_without_adc_stall(gcs_emulator, gcs_bucket):
     assert gcs_emulator.read_bytes(f"gs://{gcs_bucket}/from-subprocess.txt") == b"written by child"
     # ADC retries would cost ~20 s; the child's requests must finish well inside 10 s.
     assert out["gcs_seconds"] < 10, f"the requests took {out['gcs_seconds']:.1f}s\n{proc.stderr}"
+
+
+def test_a_dead_server_is_revived_on_its_port_with_its_environment():
+    with GcsEmulator(start_timeout=SUBPROCESS_TIMEOUT) as emulator:
+        env, port = emulator.env, emulator.port
+        assert emulator.revive() is None  # running: left alone
+        emulator._proc.kill()
+        emulator._proc.wait()
+        assert emulator.revive() == -9
+        assert emulator.running and (emulator.env, emulator.port) == (env, port)
+        emulator.create_bucket("after-revival")
+        assert [b.name for b in emulator.client.list_buckets() if b.name == "after-revival"] == ["after-revival"]
