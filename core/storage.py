@@ -42,7 +42,7 @@ from typing import BinaryIO, NamedTuple
 from apache_beam.io.filesystem import CompressedFile, CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from core import local_writes
+from core import local_writes, range_listing
 from core.contract.layout import is_remote, join, temporary_name
 from core.local_files import dangling, open_regular
 
@@ -148,12 +148,16 @@ def list_below(folder: str, threads: int = 1) -> Iterator[FileMetadata | Unliste
     """Every file below `folder`, at any depth, with what could not be listed reported as
     `Unlisted` instead of silently left out (an unreadable sub-folder, a link to a folder, a
     dangling link); gs:// has no such cases, and a failed list call raises. The sub-folders
-    directly below `folder` are listed `threads` at a time (on gs://, one list request in flight
-    per thread, since GCS pages a prefix's listing one request after another); entries stream
-    as they are listed, in no set order, and are never all held."""
+    directly below `folder` are listed `threads` at a time; on gs:// that is `threads` list
+    requests in flight, a large folder's listing split into name ranges listed side by side
+    (core.range_listing). Entries stream as they are listed, in no set order, and are never all
+    held."""
     direct, folders = split_listing(folder)
     yield from direct
-    yield from side_by_side(folders, list_tree, threads)
+    if is_remote(folder):
+        yield from _entries(range_listing.list_ranges(list(enumerate(map(_whole, folders))), _list_page, threads))
+    else:
+        yield from side_by_side(folders, list_tree, threads)
 
 
 def split_listing(folder: str) -> tuple[list[FileMetadata | Unlisted], list[str]]:
@@ -187,14 +191,15 @@ def split_listing(folder: str) -> tuple[list[FileMetadata | Unlisted], list[str]
 
 # What a listing asks GCS for of each object (_metadata), not the ~30 fields of each by default.
 _LISTED_FIELDS = "items(name,size,updated),prefixes,nextPageToken"
+_LIST_TIMEOUT = 60  # seconds, as google-cloud-storage's list_blobs
 _LINKED_FOLDER = "a symbolic link to a folder: not followed (link or copy the files instead)"
 
 
-def list_tree(folder: str) -> Iterator[FileMetadata | Unlisted]:
-    """Every file below one folder of `split_listing`, streamed (gs://: page by page)."""
+def list_tree(folder: str, threads: int = 1) -> Iterator[FileMetadata | Unlisted]:
+    """Every file below one folder of `split_listing`, streamed (gs://: page by page, `threads`
+    list requests in flight)."""
     if is_remote(folder):
-        bucket, name = _split(folder)
-        yield from (_metadata(blob) for blob in _client().list_blobs(bucket, prefix=name, fields=_LISTED_FIELDS))
+        yield from _entries(range_listing.list_ranges([(0, _whole(folder))], _list_page, threads))
         return
     failed: list[OSError] = []
     for dirpath, dirnames, filenames in os.walk(folder, onerror=failed.append):
@@ -282,9 +287,7 @@ def list_folder(folder: str) -> Iterator[FileMetadata]:
     """The files directly in `folder` (not below its sub-folders), by literal name, streamed (a
     failed list call raises as it comes); none when it does not exist."""
     if is_remote(folder):
-        bucket, name = _split(folder.rstrip("/") + "/")
-        pages = _client().list_blobs(bucket, prefix=name, delimiter="/", fields=_LISTED_FIELDS)
-        yield from (_metadata(blob) for blob in pages)
+        yield from _entries(range_listing.list_ranges([(0, _whole(folder))], _list_page_in_folder, 1))
         return
     try:
         entries = os.scandir(folder)
@@ -308,6 +311,43 @@ def children(folder: str) -> list[str]:
         return sorted(os.listdir(folder))
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+def list_folders(folders: list[str], threads: int) -> Iterator[tuple[int, list[FileMetadata] | Exception]]:
+    """(i, files directly in `folders[i]`) in batches, for every folder, listed `threads` list
+    requests at a time (a large gs:// folder in name ranges side by side, as `list_below`), in no
+    set order; (i, the exception) once for a folder whose listing failed, and the others go on."""
+    remote = [(i, _whole(folder)) for i, folder in enumerate(folders) if is_remote(folder)]
+    local = [(i, folder) for i, folder in enumerate(folders) if not is_remote(folder)]
+    yield from side_by_side(local, _list_local_folder, threads)
+    yield from range_listing.list_ranges(remote, _list_page_in_folder, threads)
+
+
+def _list_local_folder(numbered: tuple[int, str]) -> Iterator[tuple[int, list[FileMetadata] | Exception]]:
+    number, folder = numbered
+    try:
+        yield number, list(list_folder(folder))
+    except Exception as e:  # noqa: BLE001 - the caller's to judge, as for a gs:// folder
+        yield number, e
+
+
+def start_listing(folder: str, pieces: int) -> tuple[list[FileMetadata], list[range_listing.NameRange]]:
+    """The files on the first page of a gs:// folder's listing (every file below it, at any
+    depth), and the rest of its listing cut into up to `pieces` name ranges (none when that page
+    was its last), to be listed by `list_range` wherever they are sent."""
+    whole = _whole(folder)
+    page = _list_page(whole, None)
+    if page.token is None or page.last is None:
+        rest = [] if page.token is None else [whole]
+        return ([] if rest else page.entries), rest
+    rest = whole._replace(start=page.last)
+    cut = range_listing.pieces_of(rest, page.names, 1 if page.strays else pieces)
+    return range_listing.held_back(page, cut[0]), cut
+
+
+def list_range(whole: range_listing.NameRange, threads: int) -> Iterator[FileMetadata]:
+    """Every object in a name range of `start_listing`, `threads` list requests in flight."""
+    yield from _entries(range_listing.list_ranges([(0, whole)], _list_page, threads))
 
 
 def _listed_file(path: str) -> FileMetadata | Unlisted | None:
@@ -755,6 +795,59 @@ def _list_blobs(prefix: str, delimiter: str | None = None) -> tuple[list, set[st
     pages = _client().list_blobs(bucket, prefix=name, delimiter=delimiter)
     blobs = list(pages)
     return blobs, set(pages.prefixes)
+
+
+def _whole(folder: str) -> range_listing.NameRange:
+    """Every name below a gs:// folder, as a name range."""
+    bucket, prefix = _split(folder.rstrip("/") + "/")
+    return range_listing.NameRange(bucket, prefix)
+
+
+def _entries(pages: Iterator[tuple[int, list | Exception]]) -> Iterator[FileMetadata]:
+    """The entries of `list_ranges`' pages, raising a failed listing's exception."""
+    for _, entries in pages:
+        if isinstance(entries, Exception):
+            raise entries
+        yield from entries
+
+
+def _list_page_in_folder(whole: range_listing.NameRange, token: str | None) -> range_listing.Page:
+    return _list_page(whole, token, delimiter="/")
+
+
+def _list_page(whole: range_listing.NameRange, token: str | None, delimiter: str | None = None) -> range_listing.Page:
+    """One page of a name range's listing, as `list_blobs` asks for it (same request, timeout and
+    retries) but read from the reply's JSON as it is: the client's Blob for each object costs
+    more CPU than the rest of the listing. Objects outside the range (a server that ignores the
+    offsets) are dropped, and the page says so."""
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    params = {"projection": "noAcl", "prefix": whole.prefix, "fields": _LISTED_FIELDS}
+    if delimiter:
+        params["delimiter"] = delimiter
+    if whole.start:
+        params["startOffset"] = whole.start
+    if whole.end is not None:
+        params["endOffset"] = whole.end
+    if token:
+        params["pageToken"] = token
+    reply = _client()._connection.api_request(
+        method="GET", path=f"/b/{whole.bucket}/o", query_params=params, timeout=_LIST_TIMEOUT, retry=DEFAULT_RETRY
+    )
+    items, folder = reply.get("items", ()), f"gs://{whole.bucket}/"
+    names = [item["name"] for item in items]
+    start, end = whole.start, whole.end
+    strays = bool(names) and (min(names) < start or (end is not None and max(names) >= end))
+    if strays:
+        items = [item for item, name in zip(items, names, strict=True) if whole.holds(name)]
+        names = [item["name"] for item in items]
+    parse = datetime.datetime.fromisoformat
+    entries = [
+        FileMetadata(folder + item["name"], int(item["size"]), parse(item["updated"]).timestamp()) for item in items
+    ]
+    prefixes = reply.get("prefixes", ())
+    last = max(max(names, default=""), max(prefixes, default="")) or None
+    return range_listing.Page(entries, names, last, reply.get("nextPageToken"), strays)
 
 
 def _metadata(blob) -> FileMetadata:

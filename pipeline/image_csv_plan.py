@@ -26,8 +26,6 @@ from transforms import progress
 from transforms.outcomes import Source
 from transforms.sources import bucket_missing
 
-_BATCH = 1024  # listed files matched to rows at a time
-
 
 def uri_digest(uri: str) -> int:
     return int.from_bytes(hashlib.blake2b(uri.encode("utf-8", "surrogateescape"), digest_size=8).digest(), "big")
@@ -105,36 +103,30 @@ class Images:
         self.found |= self.folders == folder
 
 
-def list_folders(folders: dict[str, int], threads: int) -> Iterator[tuple[int, FileMetadata | None]]:
-    """(folder id, a file directly in it) for every folder, listed `threads` at a time; (folder id,
-    None) for one that cannot be listed whose bucket exists (its images pass)."""
-    return storage.side_by_side(list(folders.items()), _list_one, threads)
-
-
-def _list_one(folder_id: tuple[str, int]) -> Iterator[tuple[int, FileMetadata | None]]:
-    folder, number = folder_id
-    try:
-        for m in storage.list_folder(folder):
-            yield number, m
-    except Exception:  # noqa: BLE001 - whatever the listing says, the job's check and read say it too
-        if not bucket_missing(folder):
+def list_folders(folders: dict[str, int], threads: int) -> Iterator[tuple[int, list[FileMetadata] | None]]:
+    """(folder id, files directly in it) in batches, for every folder, listed `threads` list
+    requests at a time (storage.list_folders); (folder id, None) for one that cannot be listed
+    whose bucket exists (its images pass)."""
+    named = list(folders.items())
+    for at, listed in storage.list_folders([folder for folder, _ in named], threads):
+        folder, number = named[at]
+        if not isinstance(listed, Exception):
+            yield number, listed
+        elif not bucket_missing(folder):  # whatever the listing says, the job's check and read say it too
             yield number, None
 
 
 def found_images(table: RowTable, threads: int, digest: ListingDigest) -> Images:
     """The images of `table`'s agreeing rows, each marked found (with its size, added to
     `digest`) where its folder's listing holds it."""
-    images, batch = table.agreeing(), []
+    images = table.agreeing()
     listing = progress.Phase("listing the image folders", "files")
-    for folder, m in progress.counted(list_folders(table.folders, threads), listing):
-        if m is None:
+    for folder, listed in list_folders(table.folders, threads):
+        if listed is None:
             images.pass_folder(folder)
             continue
-        batch.append(m)
-        if len(batch) == _BATCH:
-            images.match(batch, digest)
-            batch = []
-    images.match(batch, digest)
+        images.match(listed, digest)
+        listing.add(len(listed))
     listing.finish()
     return images
 

@@ -5,7 +5,8 @@ estimate what converting a million images costs on Dataflow.
 Usage::
 
     python scripts/bench_planning.py [--sizes 10000,100000] [--folders 1000] [--latencies 0,0.1]
-                                     [--kinds images,image_csv] [--threads 1,default] [--json out.json]
+                                     [--kinds images,image_csv,one_folder] [--threads 1,default]
+                                     [--json out.json]
                                      [--docs docs/performance.md]
 
 For each size, a GCS stand-in (tests/gcs_list_stand_in.py, a loopback server in this process)
@@ -18,7 +19,9 @@ configs/ with the input overridden:
 
 * ``images``: ``gs://bench/images``, the class folders;
 * ``image_csv``: a local CSV (``image_uri,label``, one row per object, written here once per size)
-  whose URIs name the stand-in's objects.
+  whose URIs name the stand-in's objects;
+* ``one_folder``: ``gs://bench/images`` of one class folder holding every object (another
+  stand-in), which more than one listing thread lists in name ranges side by side.
 
 Per run it prints: the time ``make_plan`` took (``plan s``) and its speed-up over one listing
 thread; the CPU seconds (user + system) of ``make_plan`` and of the whole subprocess (imports
@@ -54,7 +57,8 @@ from bench_docs import check_blocks, invoked_command, markdown_table, this_machi
 from bench_measure import run_measured, tail
 from bench_settings import REPO_ROOT, RESULT_TAG
 
-KINDS = ("images", "image_csv")
+KINDS = ("images", "image_csv", "one_folder")
+CONFIGS = {"images": "images", "image_csv": "image_csv", "one_folder": "images"}  # each kind's config in configs/
 DOCS_BLOCKS = ("planning", "dataflow-cost")  # the blocks --docs writes: the runs, the cost estimate
 BUCKET, ROOT = "bench", "images"
 # Inputs of the cost estimate, each a flag: (default, what it is and where the default comes from).
@@ -133,7 +137,7 @@ def worker(args: argparse.Namespace) -> int:
     from pipeline.planning import make_plan
 
     overrides = {"input": args.input, "output": args.output, "listing_threads": args.listing_threads}
-    config = load_config(os.path.join(REPO_ROOT, "configs", f"{args.worker}.yaml"), overrides)
+    config = load_config(os.path.join(REPO_ROOT, "configs", f"{CONFIGS[args.worker]}.yaml"), overrides)
     rss_before, before = _peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
     plan = make_plan(config)
@@ -186,23 +190,34 @@ def run_one(gcs, kind: str, source: str, threads: int, folder: str, timeout: flo
 
 
 def run_size(args, objects: int, thread_settings: list[int], folder: str) -> list[dict]:
-    """Every run at one bucket size, against one stand-in."""
+    """Every run at one bucket size: against a stand-in of `--folders` class folders, then one of
+    one folder."""
     from tests.gcs_list_stand_in import ListStandIn
 
     rows = []
-    with ListStandIn(objects, args.folders, bucket=BUCKET, root=ROOT) as gcs:
-        os.environ.update(gcs.env)  # run_measured's subprocesses take this process' environment
-        sources = {"images": f"gs://{BUCKET}/{ROOT}"}
-        if "image_csv" in args.kinds:
-            sources["image_csv"] = write_csv(gcs, folder)
-        for latency in args.latencies:
-            gcs.page_latency = latency
-            for kind in args.kinds:
-                for threads in thread_settings:
-                    row = {"kind": kind, "objects": objects, "latency_s": latency, "threads": threads}
-                    row.update(run_one(gcs, kind, sources[kind], threads, folder, args.timeout))
-                    print(f"  {_progress(row)}", file=sys.stderr, flush=True)
-                    rows.append(row)
+    for folders, kinds in ((args.folders, ("images", "image_csv")), (1, ("one_folder",))):
+        kinds = [kind for kind in kinds if kind in args.kinds]
+        if not kinds:
+            continue
+        with ListStandIn(objects, folders, bucket=BUCKET, root=ROOT) as gcs:
+            os.environ.update(gcs.env)  # run_measured's subprocesses take this process' environment
+            rows += _runs_against(gcs, args, kinds, thread_settings, folder)
+    return rows
+
+
+def _runs_against(gcs, args, kinds: list[str], thread_settings: list[int], folder: str) -> list[dict]:
+    rows = []
+    sources = {"images": f"gs://{BUCKET}/{ROOT}", "one_folder": f"gs://{BUCKET}/{ROOT}"}
+    if "image_csv" in kinds:
+        sources["image_csv"] = write_csv(gcs, folder)
+    for latency in args.latencies:
+        gcs.page_latency = latency
+        for kind in kinds:
+            for threads in thread_settings:
+                row = {"kind": kind, "objects": gcs.objects, "latency_s": latency, "threads": threads}
+                row.update(run_one(gcs, kind, sources[kind], threads, folder, args.timeout))
+                print(f"  {_progress(row)}", file=sys.stderr, flush=True)
+                rows.append(row)
     return rows
 
 
@@ -341,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += run_size(args, objects, thread_settings, folder)
     check(rows)
     _speed_ups(rows)
-    print(f"Planning against the GCS stand-in, {args.folders:,} class folders; {machine}")
+    print(f"Planning against the GCS stand-in, {args.folders:,} class folders (one_folder: 1); {machine}")
     table = runs_table(rows)
     print(table)
     print_failures(rows)

@@ -10,21 +10,25 @@ it pages as GCS does. Point google-cloud-storage at it with ``STORAGE_EMULATOR_H
         print(gcs.list_requests, gcs.max_lists_in_flight)
 
 Object ``i`` of ``objects`` is ``<root>/class<f>/img<i>.jpg`` in bucket ``bucket``, the indexes
-split into ``folders`` contiguous runs (numbers zero-padded, so names sort in index order); its
-size, generation and ``updated`` follow from ``i`` (``size``, ``updated``), its bytes too
-(``content``). ``change(i)`` gives one object a new version (size, generation, ``updated``), as
-an overwrite would.
+split into ``folders`` contiguous runs (numbers zero-padded, so names sort in index order), or
+the ``i``-th of ``names`` when given (any names, sorted as GCS sorts them: by their UTF-8 bytes,
+which is Python's string order); its size, generation and ``updated`` follow from ``i`` (``size``,
+``updated``), its bytes too (``content``). ``change(i)`` gives one object a new version (size,
+generation, ``updated``), as an overwrite would.
 
 Answered (GET only; the bucket is read-only): the bucket (``/storage/v1/b/<bucket>``); a listing
-(``/storage/v1/b/<bucket>/o``) with ``prefix``, ``delimiter`` (``prefixes``), ``fields`` (items cut
-to ``items(...)``), ``maxResults``
+(``/storage/v1/b/<bucket>/o``) with ``prefix``, ``delimiter`` (``prefixes``), ``startOffset``
+(inclusive) and ``endOffset`` (exclusive), ``fields`` (items cut to ``items(...)``), ``maxResults``
 (default and most 1,000 entries, objects and prefixes together, as GCS) and ``pageToken``; an
 object's metadata (``/storage/v1/b/<bucket>/o/<name>``) and its bytes (``alt=media``, also under
 ``/download/``, with a ``Range``). A listing parameter that would change the answer and is not
-implemented (``startOffset``, ``matchGlob``, ...) is refused with 400 rather than ignored.
+implemented (``matchGlob``, ``softDeleted``, ...) is refused with 400 rather than ignored.
 
 Each list page waits ``page_latency`` seconds before it is answered, counted as in flight
 meanwhile; ``list_requests`` and ``max_lists_in_flight`` count them (``reset`` zeroes both).
+``page_size`` pages smaller than GCS does (tests that page through a few names), and with
+``takes_offsets`` False the offsets are taken and ignored, as by a server that does not implement
+them (gcp-storage-emulator).
 Standard library only.
 """
 
@@ -48,8 +52,9 @@ PAGE_SIZE = 1000  # GCS's default and largest page
 _EPOCH = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc)
 # Listing parameters answered as if absent: they change only what is shown, or nothing here.
 _IGNORED = frozenset(("projection", "fields", "prettyPrint", "userProject", "alt", "versions"))
-_ANSWERED = frozenset(("prefix", "delimiter", "maxResults", "pageToken", "fields")) | _IGNORED
+_ANSWERED = frozenset(("prefix", "delimiter", "startOffset", "endOffset", "maxResults", "pageToken")) | _IGNORED
 _ITEM_FIELDS = re.compile(r"items\(([^)]*)\)")
+_QUICK_FIELDS = frozenset(("name", "size", "updated"))  # shown without making the whole resource
 
 
 class ListStandIn(LoopbackServer):
@@ -58,25 +63,32 @@ class ListStandIn(LoopbackServer):
     Args:
       objects: how many objects the bucket holds.
       folders: how many class folders they are spread over (at most `objects`).
+      names: the objects' names instead, sorted (then `objects` and `folders` are left out).
       bucket: the bucket's name; root: the folder the class folders are in.
       page_latency: seconds each list page waits before it is answered.
     """
 
     def __init__(
         self,
-        objects: int,
+        objects: int = 0,
         folders: int = 1,
         *,
+        names: list[str] | None = None,
         bucket: str = "bench",
         root: str = "images",
         page_latency: float = 0.0,
         host: str = "127.0.0.1",
     ) -> None:
+        if names is not None:
+            objects = len(_checked(names))
         if not 1 <= folders <= max(objects, 1):
             raise ValueError(f"folders must be from 1 to objects ({objects}), got {folders}")
         self.objects, self.folders, self.bucket, self.root = objects, folders, bucket, root.strip("/")
+        self._names = names
         super().__init__(_Handler, host, "gcs-list-stand-in")
         self.page_latency = page_latency
+        self.page_size = PAGE_SIZE
+        self.takes_offsets = True
         self._folder_digits = max(4, len(str(folders - 1)))
         self._index_digits = max(7, len(str(max(objects - 1, 0))))
         self._versions: dict[int, int] = {}  # index -> times changed
@@ -98,6 +110,8 @@ class ListStandIn(LoopbackServer):
     # -- the synthetic bucket -----------------------------------------------
 
     def name(self, index: int) -> str:
+        if self._names is not None:
+            return self._names[index]
         folder = index * self.folders // self.objects
         return f"{self.root}/class{folder:0{self._folder_digits}d}/img{index:0{self._index_digits}d}.jpg"
 
@@ -124,6 +138,11 @@ class ListStandIn(LoopbackServer):
         with self._lock:
             self._versions[index] = self._versions.get(index, 0) + 1
 
+    def serve(self, names: list[str]) -> None:
+        """Serves these objects from now on, in place of those before (sorted names, as `names`)."""
+        with self._lock:
+            self._names, self.objects, self._versions = _checked(names), len(names), {}
+
     def reset(self) -> None:
         """Zeroes the list counters (between benchmark runs)."""
         with self._lock:
@@ -138,15 +157,30 @@ class ListStandIn(LoopbackServer):
 
     def _after_prefix(self, prefix: str) -> int:
         """The first index whose name does not start with `prefix`, counting from those that do."""
-        if not prefix:
-            return self.objects
-        return self._first_at_or_after(prefix[:-1] + chr(ord(prefix[-1]) + 1))
+        return bisect.bisect_right(range(self.objects), prefix, key=lambda i: self.name(i)[: len(prefix)])
+
+    def _updated_text(self, index: int) -> str:
+        return self.updated(index).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    def item(self, index: int, fields: frozenset[str] | None) -> dict:
+        """The object as a listing shows it: its resource, or of it the `fields` named."""
+        if fields is None or not fields <= _QUICK_FIELDS:
+            whole = self.resource(index)
+            return whole if fields is None else {k: v for k, v in whole.items() if k in fields}
+        shown = {}
+        if "name" in fields:
+            shown["name"] = self.name(index)
+        if "size" in fields:
+            shown["size"] = str(self.size(index))
+        if "updated" in fields:
+            shown["updated"] = self._updated_text(index)
+        return shown
 
     def resource(self, index: int) -> dict:
         """The object's JSON resource, as GCS lists and stats it (no hashes: they would need its bytes)."""
         name, version = self.name(index), self._versions.get(index, 0)
         generation = str(1_735_689_600_000_000 + index * 1_000 + version)
-        updated = self.updated(index).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        updated = self._updated_text(index)
         quoted = quote(name, safe="")
         return {
             "kind": "storage#object",
@@ -166,21 +200,34 @@ class ListStandIn(LoopbackServer):
             "timeStorageClassUpdated": updated,
         }
 
-    def page(self, prefix: str, delimiter: str, start: int, limit: int) -> dict:
+    def page(
+        self,
+        prefix: str,
+        delimiter: str,
+        start: int,
+        limit: int,
+        offsets: tuple[str, str | None] = ("", None),
+        fields: frozenset[str] | None = None,
+    ) -> dict:
         """One page of a listing from index `start` on: objects and (with a delimiter) the
-        prefixes they roll up into, `limit` entries at most; a prefix is listed once, and the
-        next page starts after all of its objects."""
-        at, end = max(start, self._first_at_or_after(prefix)), self._after_prefix(prefix)
+        prefixes they roll up into, `limit` entries at most, of the names from `offsets`' first
+        (inclusive) to its second (exclusive; None: no end); a prefix is listed once a page, and
+        the next page starts after all of its objects. `fields`: those of each object shown."""
+        low, high = offsets
+        at = max(start, self._first_at_or_after(prefix), self._first_at_or_after(low))
+        end = self._after_prefix(prefix)
+        if high is not None:
+            end = min(end, self._first_at_or_after(high))
         items, prefixes = [], []
         while at < end and len(items) + len(prefixes) < limit:
             name = self.name(at)
             cut = name.find(delimiter, len(prefix)) if delimiter else -1
             if cut < 0:
-                items.append(self.resource(at))
+                items.append(self.item(at, fields))
                 at += 1
             else:
                 prefixes.append(name[: cut + len(delimiter)])
-                at = self._after_prefix(prefixes[-1])
+                at = max(at + 1, self._after_prefix(prefixes[-1]))
         reply: dict = {"kind": "storage#objects"}
         if at < end:
             reply["nextPageToken"] = str(at)
@@ -204,13 +251,18 @@ class ListStandIn(LoopbackServer):
             given = {key: values[-1] for key, values in query.items()}
             try:
                 start = int(given.get("pageToken", "0"))
-                limit = min(int(given.get("maxResults", PAGE_SIZE)), PAGE_SIZE)
+                limit = min(int(given.get("maxResults", PAGE_SIZE)), self.page_size)
             except ValueError:
                 return 400, _error(400, "invalid pageToken or maxResults")
             if limit < 1 or start < 0:
                 return 400, _error(400, "invalid pageToken or maxResults")
-            reply = self.page(given.get("prefix", ""), given.get("delimiter", ""), start, limit)
-            return 200, _only(reply, given.get("fields"))
+            offsets = (
+                (given.get("startOffset", ""), given.get("endOffset") or None) if self.takes_offsets else ("", None)
+            )
+            reply = self.page(
+                given.get("prefix", ""), given.get("delimiter", ""), start, limit, offsets, _fields(given)
+            )
+            return 200, reply
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -229,14 +281,17 @@ class ListStandIn(LoopbackServer):
         }
 
 
-def _only(reply: dict, fields: str | None) -> dict:
-    """A listing reply with each item cut to the fields `items(a,b,...)` in a `fields` parameter
-    names, as GCS cuts it (the reply's other parts are sent whole)."""
-    named = _ITEM_FIELDS.search(fields or "")
-    if named and "items" in reply:
-        keep = {name.strip() for name in named.group(1).split(",")}
-        reply["items"] = [{k: v for k, v in item.items() if k in keep} for item in reply["items"]]
-    return reply
+def _checked(names: list[str]) -> list[str]:
+    if names != sorted(set(names)):
+        raise ValueError("names must be sorted and each given once")
+    return list(names)
+
+
+def _fields(given: dict[str, str]) -> frozenset[str] | None:
+    """The fields of each item a `fields` parameter's `items(a,b,...)` names, as GCS cuts items
+    to them (the reply's other parts are sent whole); None: every field."""
+    named = _ITEM_FIELDS.search(given.get("fields", ""))
+    return frozenset(name.strip() for name in named.group(1).split(",")) if named else None
 
 
 def _error(code: int, message: str) -> dict:

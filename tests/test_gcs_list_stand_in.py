@@ -1,6 +1,7 @@
 """The GCS listing stand-in answers google-cloud-storage's client as GCS would: pages of at most
-1,000 entries that together hold every object once, prefixes with a delimiter, metadata and bytes
-consistent with the listing, and counters that see concurrent list requests."""
+1,000 entries that together hold every object once, prefixes with a delimiter, name ranges
+(startOffset, endOffset) for any names, metadata and bytes consistent with the listing, and
+counters that see concurrent list requests."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import threading
 import pytest
 from google.api_core.exceptions import BadRequest
 from google.cloud import storage
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.gcs_list_stand_in import PAGE_SIZE, ListStandIn
 
@@ -118,5 +121,47 @@ def test_counters_see_list_requests_in_flight_at_once(monkeypatch):
 
 def test_a_listing_parameter_it_does_not_implement_is_refused(monkeypatch):
     with ListStandIn(10, 1) as gcs:
-        with pytest.raises(BadRequest, match="startOffset"):
-            list(client(gcs, monkeypatch).list_blobs("bench", start_offset="images/class0000/img0000005.jpg"))
+        with pytest.raises(BadRequest, match="matchGlob"):
+            list(client(gcs, monkeypatch).list_blobs("bench", match_glob="**.jpg"))
+
+
+def test_offsets_bound_a_listing_start_inclusive_end_exclusive_across_pages(monkeypatch):
+    with ListStandIn(2_500, 1) as gcs:
+        blobs = client(gcs, monkeypatch).list_blobs(
+            "bench", prefix="images/", start_offset=gcs.name(700), end_offset=gcs.name(1_950), page_size=400
+        )
+        assert [blob.name for blob in blobs] == [gcs.name(i) for i in range(700, 1_950)]
+        assert gcs.list_requests == 4  # 400 + 400 + 400 + 50
+        assert not list(client(gcs, monkeypatch).list_blobs("bench", start_offset="z"))
+        assert not list(client(gcs, monkeypatch).list_blobs("bench", end_offset=gcs.name(0)))
+
+
+# Names of a few folders, some names prefixes of others, unicode and long shared starts included.
+_PART = st.text(st.sampled_from("ab/ü€\U0001f600.0~"), min_size=1, max_size=4)
+_NAMES = st.lists(st.builds("".join, st.lists(_PART, min_size=1, max_size=4)), max_size=40, unique=True).map(sorted)
+
+
+@pytest.fixture(scope="module")
+def listing_stand_in():
+    with ListStandIn(names=[]) as gcs:
+        yield gcs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_NAMES, st.text(st.sampled_from("ab/ü"), max_size=2), st.data())
+def test_any_names_list_as_gcs_lists_them_with_offsets_delimiter_and_pages(
+    listing_stand_in, monkeypatch, names, prefix, data
+):
+    gcs = listing_stand_in
+    gcs.serve(names)
+    start = data.draw(st.sampled_from(["", *names, "a", "b/ü"]))
+    end = data.draw(st.sampled_from([None, *names, "b", "\U0001f600"]))
+    delimiter = data.draw(st.sampled_from([None, "/"]))
+    pages = client(gcs, monkeypatch).list_blobs(
+        "bench", prefix=prefix, delimiter=delimiter, start_offset=start or None, end_offset=end, page_size=3
+    )
+    listed = [blob.name for blob in pages]
+    wanted = [n for n in names if n.startswith(prefix) and start <= n and (end is None or n < end)]
+    rolled_up = [n for n in wanted if delimiter and "/" in n[len(prefix) :]]
+    assert listed == [n for n in wanted if n not in rolled_up]
+    assert pages.prefixes == {n[: n.index("/", len(prefix)) + 1] for n in rolled_up}

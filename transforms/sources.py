@@ -454,6 +454,7 @@ class _Route(beam.DoFn):
 
 
 FOLDERS = "folders"  # the folders directly below a class-folder input, each listed on its own
+RANGES = "ranges"  # name ranges of a large gs:// folder's listing, each listed on its own
 JOB_LISTING = "listing in the job"  # the progress phase of a listing the job makes (transforms.progress)
 
 
@@ -496,10 +497,35 @@ class _ListInputFolder(_ClassifyListed):
 
 
 class _ListSubFolder(_ClassifyListed):
-    """A folder below the input -> every entry below it, routed as the listing streams."""
+    """A folder below the input -> every entry below it, routed as the listing streams; a gs://
+    folder of more than a page -> its first page's entries, routed, and the rest of its listing
+    as name ranges (tagged RANGES, to be listed by `_ListRange` wherever the runner sends them),
+    `threads` of them at most."""
+
+    def __init__(self, root, extensions, fractions, listing: progress.Phase | None = None, threads: int = 16):
+        super().__init__(root, extensions, fractions, listing)
+        self._threads = threads
 
     def process(self, folder):
-        yield from self.routed(storage.list_tree(folder))
+        if not storage.is_remote(folder):
+            yield from self.routed(storage.list_tree(folder))
+            return
+        first, rest = storage.start_listing(folder, self._threads)
+        yield from self.routed(first)
+        for piece in rest:
+            yield beam.pvalue.TaggedOutput(RANGES, piece)
+
+
+class _ListRange(_ClassifyListed):
+    """A name range of a gs:// folder's listing -> every object in it, routed as the listing
+    streams, `threads` list requests in flight (the range split further as the threads allow)."""
+
+    def __init__(self, root, extensions, fractions, listing: progress.Phase | None = None, threads: int = 16):
+        super().__init__(root, extensions, fractions, listing)
+        self._threads = threads
+
+    def process(self, name_range):
+        yield from self.routed(storage.list_range(name_range, self._threads))
 
 
 class CsvChanged(RuntimeError):
@@ -601,15 +627,22 @@ def _folder_of(source: Source):
 
 @beam.ptransform_fn
 def ListClassFolders(
-    pbegin, root: str, extensions: Iterable[str], fractions, listed_here: str | None = None, entries: int | None = None
+    pbegin,
+    root: str,
+    extensions: Iterable[str],
+    fractions,
+    listed_here: str | None = None,
+    entries: int | None = None,
+    threads: int = 16,
 ):
     """Every file below `root`, listed inside the job (so the graph does not grow with it): the
     Sources in lists (in_lists), and a dead letter for each thing below it that cannot be listed
     (storage.list_below). The listing fans out: each folder directly below `root` is an element,
-    spread over the workers and listed page by page, so no worker holds the whole listing.
-    `listed_here`: the key of the planner's classified listing, taken instead where the step runs
-    in the planner's process (listing_handover). `entries`: what the planner listed, the
-    listing's progress total."""
+    spread over the workers and listed page by page, so no worker holds the whole listing; a gs://
+    folder of more than a page is cut into name ranges, each an element too, spread again and
+    listed `threads` list requests at a time (core.range_listing). `listed_here`: the key of the
+    planner's classified listing, taken instead where the step runs in the planner's process
+    (listing_handover). `entries`: what the planner listed, the listing's progress total."""
     outputs = (SKIPPED, DEAD_LETTERS)
     listing = progress.Phase(JOB_LISTING, "files", entries)
     top = (
@@ -624,12 +657,21 @@ def ListClassFolders(
         top[FOLDERS]
         | "SpreadFolders" >> beam.Reshuffle()
         | "ListFolders"
-        >> beam.ParDo(_ListSubFolder(root, extensions, fractions, listing)).with_outputs(*outputs, main="sources")
+        >> beam.ParDo(_ListSubFolder(root, extensions, fractions, listing, threads)).with_outputs(
+            *outputs, RANGES, main="sources"
+        )
     )
+    ranged = (
+        below[RANGES]
+        | "SpreadRanges" >> beam.Reshuffle()
+        | "ListRanges"
+        >> beam.ParDo(_ListRange(root, extensions, fractions, listing, threads)).with_outputs(*outputs, main="sources")
+    )
+    steps = (top, below, ranged)
     return ListingOutputs(
-        (top.sources, below.sources) | "AllSources" >> beam.Flatten(),
-        (top.skipped, below.skipped) | "AllSkipped" >> beam.Flatten(),
-        (top.dead_letters, below.dead_letters) | "AllDeadLetters" >> beam.Flatten(),
+        tuple(step.sources for step in steps) | "AllSources" >> beam.Flatten(),
+        tuple(step.skipped for step in steps) | "AllSkipped" >> beam.Flatten(),
+        tuple(step.dead_letters for step in steps) | "AllDeadLetters" >> beam.Flatten(),
     )
 
 
