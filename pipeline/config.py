@@ -24,6 +24,7 @@ import pydantic.dataclasses
 from pydantic import Field, Strict
 
 from core.contract.features import DEFAULT_IMAGE_KEYS
+from core.contract.layout import ARRAY_RECORD, FILE_FORMATS, TFRECORD
 from core.contract.manifest import KINDS
 from core.local_files import NotYaml, load_yaml
 from pipeline.flags import CONVERT_FLAGS
@@ -210,10 +211,14 @@ class Config(pydantic.BaseModel):
     sharding: ShardingConfig = ShardingConfig()
     max_error_fraction: Annotated[Float, Field(ge=0, le=1)] = 0.01
     overwrite: Bool = False
-    # gzip: smaller files (a little for photos, much for tabular data); none: readers that cannot
-    # read GZIP (TFDS, the TPU reference readers), random access through `index`.
-    compression: Literal["gzip", "none"] = "gzip"
-    index: Bool = False  # write <shard>.idx files (uncompressed only)
+    # tfrecord: TFRecord files, read in order (tf.data); array_record: ArrayRecord files, read with
+    # random access (Grain, TFDS data_source), their chunks compressed by array_record itself.
+    format: Literal[FILE_FORMATS] = TFRECORD
+    # gzip (tfrecord's default): smaller files (a little for photos, much for tabular data); none:
+    # readers that cannot read GZIP (TFDS, the TPU reference readers), random access through
+    # `index`. array_record: none only, its default.
+    compression: Literal["gzip", "none"] | None = Field(None, validate_default=True)
+    index: Bool = False  # write index/<shard>.idx files (uncompressed TFRecords only)
     # How long the output's lease outlives its last renewal (every third of it): a run stalled
     # longer (a suspended laptop or VM) may be taken over, and then touches nothing (pipeline.lease).
     lease_seconds: Annotated[Int, Field(ge=2, le=7 * 86_400)] = LEASE_SECONDS
@@ -233,9 +238,24 @@ class Config(pydantic.BaseModel):
             check_split_name(name)
         return splits
 
+    @pydantic.field_validator("compression")
+    @classmethod
+    def _compression_of_the_format(cls, compression: str | None, info: pydantic.ValidationInfo) -> str:
+        array_record = info.data.get("format") == ARRAY_RECORD
+        if compression is None:
+            return "none" if array_record else "gzip"
+        if array_record and compression != "none":
+            raise ValueError(
+                "does not apply to format array_record, whose files compress their chunks themselves: "
+                "leave it out or set none"
+            )
+        return compression
+
     @pydantic.field_validator("index")
     @classmethod
     def _index_needs_uncompressed(cls, index: bool, info: pydantic.ValidationInfo) -> bool:
+        if index and info.data.get("format") == ARRAY_RECORD:
+            raise ValueError("does not apply to format array_record, whose files hold their own index of records")
         if index and info.data.get("compression") != "none":
             raise ValueError("needs compression: none (an offset into a GZIP stream cannot be read at)")
         return index

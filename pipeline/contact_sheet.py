@@ -13,7 +13,8 @@ from core import storage
 from core.contract.features import parse_spec
 from core.contract.layout import join
 from core.contract.manifest import Manifest
-from pipeline.tfrecord_reader import RecordError, read_records
+from pipeline.shard_records import read_shard
+from pipeline.tfrecord_reader import RecordError
 from pipeline.verify import import_tensorflow, rows_of
 
 _LOG = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
     samples = []
     for split in manifest.splits.values():
         for shard in split.shards:
-            for record, data in _records(join(dest, shard), manifest.compression):
+            for record, data in _records(join(dest, shard), manifest):
                 row = rows_of(tf.io.parse_example([data], spec), 1)[0]
                 image = tf.io.decode_image(row[keys["encoded"]], channels=3, expand_animations=False).numpy()
                 label_id = int(row[keys["label"]]) - manifest.label_offset if keys.get("label") in row else None
@@ -71,11 +72,11 @@ def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
     return samples
 
 
-def _records(path: str, compression: str):
+def _records(path: str, manifest: Manifest):
     """(number, payload) of each record of a shard; a shard that breaks is a ContactSheetError
     naming it (inspect says so in one line)."""
     try:
-        yield from enumerate(read_records(path, compression))
+        yield from enumerate(data for _, data in read_shard(path, manifest.compression, manifest.file_format))
     except RecordError as e:
         raise ContactSheetError(f"{path}: record {e.record}: {e.message}") from e
 

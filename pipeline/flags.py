@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from core.contract.layout import FILE_FORMATS
 from core.contract.manifest import KINDS
 
 _SHARDING_KEYS = ("num_shards", "reader_hosts", "target_shard_mib")
@@ -76,9 +77,20 @@ CONVERT_FLAGS = (
         type=float,
     ),
     Flag("overwrite", "replace a dataset already in --output", switch=True),
-    Flag("compression", "gzip (the default) or none (TFDS, TPU reference readers, indexes)", choices=("gzip", "none")),
     Flag(
-        "index", "also write <shard>.idx record indexes (DALI, PyTorch tfrecord; needs --compression none)", switch=True
+        "format",
+        "tfrecord (the default) or array_record (ArrayRecord files: random access with Grain, TFDS data_source)",
+        choices=FILE_FORMATS,
+    ),
+    Flag(
+        "compression",
+        "gzip (the default for tfrecord) or none (TFDS, TPU reference readers, indexes; array_record's only)",
+        choices=("gzip", "none"),
+    ),
+    Flag(
+        "index",
+        "also write index/<shard>.idx record indexes (DALI, PyTorch tfrecord; needs --compression none)",
+        switch=True,
     ),
     Flag(
         "lease_seconds",

@@ -4,6 +4,7 @@ are ever touched.
 
     OUTPUT/manifest.json                 the commit point: the dataset is what it names
     OUTPUT/<split>-SSSSS-of-NNNNN.tfrecord.gz, errors-00000-of-00001.jsonl (core.contract.layout)
+    OUTPUT/index/<shard>.idx             with `index: true`
     OUTPUT/.staging-<run>/               everything a run writes until it commits: names only it uses
     OUTPUT/.lease                        the run writing now (pipeline.lease)
 
@@ -19,8 +20,9 @@ are removed. A crash between any two steps leaves a manifest.json whose files al
 leftovers that the next run removes (`leftovers`).
 
 Every delete names one file: one this run wrote, one a manifest of OUTPUT names, or a leftover a
-literal listing of OUTPUT finds under a name only runs write. A link planted under a run folder's
-name is reported and left alone.
+literal listing of OUTPUT (and of its index folder) finds under a name only runs write. A link
+planted under a run folder's name is reported and left alone; nothing is written or deleted below
+an index folder that is a link (pipeline.output refuses the run before it starts).
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from core import storage
+from core import local_writes, storage
 from core.contract.layout import (
+    INDEX_FOLDER,
     MANIFEST_NAME,
     REJECTED_MANIFEST_NAME,
     SHARD_PARTS_FOLDER,
     is_dataset_file,
+    is_index_file,
+    is_remote,
     join,
     temporary_of,
 )
@@ -75,9 +80,49 @@ def leftovers(output: str, committed: Manifest | None) -> list[str]:
                 found += [p for p in inside if p[len(prefix) :] not in named]
             else:
                 found.append(join(output, top))
+        elif top == INDEX_FOLDER:
+            found += [p for p in _index_files(output) if p[len(prefix) :] not in named]
         elif top not in named and _written_by_runs(top):
             found.append(join(output, top))
     return sorted(found)
+
+
+def _index_files(output: str) -> list[str]:
+    """The shards' index files in OUTPUT's index folder (none below a link in its place)."""
+    if not is_remote(output) and not local_writes.real_folder(join(output, INDEX_FOLDER), make=False):
+        return []
+    return [p for p in storage.files_below(join(output, INDEX_FOLDER)) if is_index_file(storage.basename(p))]
+
+
+def _in_real_folders(output: str, names, make: bool) -> list[str]:
+    """`names` (relative to OUTPUT) whose folders below OUTPUT are real folders, made when missing
+    and `make`. A link in a folder's place raises local_writes.LinkOnPath when `make` (a copy or
+    write there would land outside OUTPUT); otherwise the names below it are reported and left
+    alone (a delete would remove what the link points at)."""
+    names = list(names)
+    if is_remote(output):
+        return names
+    real: dict[str, bool] = {"": True}
+    for folder in sorted({a for name in names for a in _ancestors(name)}, key=lambda folder: folder.count("/")):
+        try:
+            real[folder] = real[_folder(folder)] and local_writes.real_folder(join(output, folder), make)
+        except local_writes.LinkOnPath:
+            if make:
+                raise
+            _LOG.warning("%s is a symbolic link where a dataset's folder would be: left alone", join(output, folder))
+            real[folder] = False
+    return [name for name in names if real[_folder(name)]]
+
+
+def _folder(name: str) -> str:
+    """The folder part of a relative name ("" for a name directly in its folder)."""
+    return name.rsplit("/", 1)[0] if "/" in name else ""
+
+
+def _ancestors(name: str) -> list[str]:
+    """The folders a relative name is below, outermost first (`a/b/c` -> `a`, `a/b`)."""
+    parts = name.split("/")[:-1]
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def _written_by_runs(name: str) -> bool:
@@ -93,6 +138,9 @@ def remove(paths: list[str], fence: Fence) -> None:
     """Deletes files and run folders (as `leftovers` returns them) behind the run's lease; a run
     folder's name that is a link is reported and left alone."""
     fence.delete([path for path in paths if not storage.basename(path).startswith(RUN_FOLDER_PREFIXES)])
+    storage.remove_empty_folders(
+        sorted({storage.parent(p) for p in paths if storage.basename(storage.parent(p)) == INDEX_FOLDER})
+    )
     for path in paths:
         if storage.basename(path).startswith(RUN_FOLDER_PREFIXES):
             try:
@@ -166,7 +214,7 @@ class FolderPublication:
 
     def _commit(self, manifest: Manifest, fence: Fence) -> None:
         """Into a folder without a dataset: the files, then the manifest that names them."""
-        for name in _files(manifest):
+        for name in _in_real_folders(self.output, _files(manifest), make=True):
             fence.copy(join(self.folder, name), join(self.output, name))
         manifest = self._with_reader_metadata(manifest, fence)
         fence.write(join(self.output, MANIFEST_NAME), manifest.to_json(), self.folder)
@@ -179,12 +227,13 @@ class FolderPublication:
         # The previous TFDS metadata describes the shards about to be replaced: a TFDS reader
         # finds none until the new one is written.
         fence.delete([join(self.output, name) for name in committed.metadata_files])
-        for name in _files(manifest):
+        for name in _in_real_folders(self.output, _files(manifest), make=True):
             fence.copy(join(self.folder, name), join(self.output, name))
         manifest = self._with_reader_metadata(manifest, fence)
         fence.write(join(self.output, MANIFEST_NAME), manifest.to_json(), self.folder)
         replaced = referenced(committed) - referenced(manifest)
-        fence.delete([join(self.output, name) for name in sorted(replaced)])
+        fence.delete([join(self.output, name) for name in _in_real_folders(self.output, sorted(replaced), make=False)])
+        storage.remove_empty_folders([join(self.output, INDEX_FOLDER)])
         _remove_emptied_run_folders(self.output, replaced, fence)
         storage.delete_tree(self.folder)
         _LOG.info("replaced the dataset in %s", self.output)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from core import storage
-from core.contract.layout import is_dataset_file
+from core import local_writes, storage
+from core.contract.layout import INDEX_FOLDER, is_dataset_file, is_remote, join
 from core.contract.manifest import ManifestError, read_rejected_manifest
 from pipeline.folder_store import committed_manifest, leftovers, remove
 from pipeline.lease import Fence, Holder
@@ -24,12 +24,18 @@ def prepare_output(output: str, run: str, overwrite: bool, took_over: Holder | N
     `took_over`: the dead run whose stale lease this run took, whose files may go.
 
     Runs' temporary and staging folders, a rejected run and a dead run's files are removed;
-    shards without any manifest from an unknown writer are removed only with `overwrite`."""
+    shards without any manifest from an unknown writer are removed only with `overwrite`. A link
+    in the place of the dataset's index folder stops the run (pipeline.folder_store)."""
     with Fence(output, run, unattended) as fence:
         return _prepare(output, overwrite, took_over, fence)
 
 
 def _prepare(output: str, overwrite: bool, took_over: Holder | None, fence: Fence) -> bool:
+    if not is_remote(output):
+        try:
+            local_writes.real_folder(join(output, INDEX_FOLDER), make=False)
+        except local_writes.LinkOnPath as e:
+            raise OutputExistsError(f"{e.filename}: {e.strerror}; remove it to write a dataset here") from e
     try:
         committed = committed_manifest(output)
     except ManifestError as e:

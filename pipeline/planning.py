@@ -2,8 +2,9 @@
 the bytes per split (hence shard counts) and a fingerprint of the listing.
 
 Planning holds neither the listing nor the rows: counts, bytes per split, labels and the listing's
-fingerprint accumulate as entries stream (pipeline.listing_digest), gs:// sub-folders are listed
-`listing_threads` at a time, and an image CSV's rows are kept as a few bytes each
+fingerprint accumulate as entries stream (pipeline.listing_digest), in whatever order they come;
+gs:// folders are listed with `listing_threads` list requests in flight, a large folder in name
+ranges side by side (core.range_listing); and an image CSV's rows are kept as a few bytes each
 (pipeline.image_csv_plan).
 
 The job lists again inside the pipeline (so its graph stays the same size for 10 or 10 million
@@ -25,7 +26,7 @@ import zlib
 import numpy as np
 
 from core import storage
-from core.contract.layout import GZIP, ShardedFileTemplate, record_files
+from core.contract.layout import GZIP, TFRECORD, ShardedFileTemplate, record_files
 from core.contract.manifest import Listing
 from core.local_files import NotARegularFile
 from pipeline.config import Config, CsvConfig
@@ -84,10 +85,11 @@ class Plan:
     csv_parts: tuple[CsvPart, ...] = WHOLE_CSV  # image CSV: read part by part, side by side
     csv_size: int = 0  # image CSV: its size, which its parts were cut in
     images: int | None = None  # image kinds: the images the job will convert (its progress' total)
+    file_format: str = TFRECORD  # the manifest's spelling: tfrecord or array_record
 
     @property
     def record_files(self) -> ShardedFileTemplate:
-        return record_files(self.compression)
+        return record_files(self.compression, self.file_format)
 
 
 HAND_OVER_LIMIT = 200_000  # classified entries kept for a job in this process; beyond, it lists again
@@ -313,4 +315,5 @@ def make_plan(config: Config, hand_over: bool = False, local_files: bool = True)
         csv_parts=planned.csv_parts,
         csv_size=planned.csv_size,
         images=planned.images,
+        file_format=config.format,
     )

@@ -18,8 +18,17 @@ import apache_beam as beam
 
 import pipeline
 from core import storage
+from core.array_record_files import WRITER_OPTIONS
 from core.contract.features import IMAGE_KEY_DTYPES
-from core.contract.layout import INDEX_SUFFIX, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, join
+from core.contract.layout import (
+    ARRAY_RECORD,
+    INDEX_FOLDER,
+    MANIFEST_NAME,
+    REJECTED_MANIFEST_NAME,
+    UNCOMPRESSED,
+    index_file,
+    join,
+)
 from core.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
 from pipeline.label_map import (
     alike_labels_warnings,
@@ -84,6 +93,7 @@ def write_rejection(folder: str, manifest: Manifest) -> None:
     error report stay; its shards (and indexes) go, so nothing can read them as data."""
     storage.write_atomically(join(folder, REJECTED_MANIFEST_NAME), manifest.to_json())
     storage.delete([join(folder, f) for split in manifest.splits.values() for f in (*split.shards, *split.index_files)])
+    storage.remove_empty_folders([join(folder, INDEX_FOLDER)])
 
 
 def report_rejection(folder: str, manifest: Manifest, fail_job: bool) -> None:
@@ -139,7 +149,7 @@ def build_manifest(
             bytes=summary.bytes.get(name, 0),
             label_counts=dict(sorted(summary.labels.get(name, {}).items())),
             shard_lengths=tuple(records for _, records in own),
-            index_files=tuple(shard + INDEX_SUFFIX for shard, _ in own) if plan.index else (),
+            index_files=tuple(index_file(shard) for shard, _ in own) if plan.index else (),
         )
     written, skipped, errors = (sum(counts.values()) for counts in (summary.written, summary.skipped, summary.errors))
     counts = Counts(
@@ -171,6 +181,8 @@ def build_manifest(
         package_version=pipeline.__version__,
         created=created,
         compression=plan.compression,
+        file_format=plan.file_format,
+        array_record_options=WRITER_OPTIONS if plan.file_format == ARRAY_RECORD else "",
         run=settings.run,
         warnings=(
             *(warning for name, col in (schema or {}).items() for warning in column_warnings(name, col)),

@@ -4,7 +4,8 @@ hold with what the job produced.
 The job's counts come from a side branch of the records, so a runner that drops records between
 producing and writing them (Beam 2.77's data plane can: README, Trust) would otherwise publish a
 manifest that promises records the shards do not hold. The read-back checks what TensorFlow's
-reader checks (pipeline.tfrecord_reader) and counts the records of each shard; with `index: true`
+reader checks (pipeline.tfrecord_reader), or for ArrayRecord files what array_record's reader checks
+(every chunk's hash), and counts the records of each shard; with `index: true`
 it also writes each uncompressed shard's record index from the same pass.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from core.contract.layout import ShardedFileTemplate, join
+from core.contract.layout import TFRECORD, ShardedFileTemplate, join
 from pipeline.planning import Plan
 from pipeline.shard_check import ShardCount, count_shard, count_shards
 from transforms import progress, stopping
@@ -42,9 +43,8 @@ def ReadBackShards(root, folder: str, plan: Plan, written, spread: bool = True, 
     )
     if spread:
         paths = paths | "SpreadShards" >> beam.Reshuffle()
-    counting = CountShardRecords(
-        plan.compression, plan.index, processes, progress.Phase("reading back", "shards", sum(plan.shards.values()))
-    )
+    reading_back = progress.Phase("reading back", "shards", sum(plan.shards.values()))
+    counting = CountShardRecords(plan.compression, plan.index, processes, reading_back, plan.file_format)
     return paths | "CountRecords" >> beam.ParDo(counting)
 
 
@@ -55,9 +55,17 @@ class CountShardRecords(beam.DoFn):
     when it ends, in that many processes at once if they are large enough to gain from it. Each
     shard counts into `reading_back` (transforms.progress) as it is read."""
 
-    def __init__(self, compression: str, index: bool, processes: int = 0, reading_back: progress.Phase | None = None):
+    def __init__(
+        self,
+        compression: str,
+        index: bool,
+        processes: int = 0,
+        reading_back: progress.Phase | None = None,
+        file_format: str = TFRECORD,
+    ):
         self._compression, self._index, self._processes = compression, index, processes
         self._reading_back = reading_back or progress.Phase("reading back", "shards")
+        self._file_format = file_format
 
     def start_bundle(self):
         self._paths = []
@@ -66,13 +74,15 @@ class CountShardRecords(beam.DoFn):
         if self._processes:
             self._paths.append(path)
             return
-        shard = count_shard(path, self._compression, self._index)
+        shard = count_shard(path, self._compression, self._index, self._file_format)
         self._reading_back.add()
         yield self._counted(shard)
 
     def finish_bundle(self):
         if self._paths:
-            read = count_shards(self._paths, self._compression, self._index, self._processes, self._reading_back.add)
+            read = count_shards(
+                self._paths, self._compression, self._index, self._processes, self._reading_back.add, self._file_format
+            )
             for shard in read:
                 yield GlobalWindows.windowed_value(self._counted(shard))
 

@@ -3,16 +3,17 @@ and `inspect`'s account of a dataset; each with the first errors from the run's 
 where the whole reports are.
 
 Sizes say what they measure: `MB serialized` is the records' tf.train.Example bytes as the manifest
-counts them (before compression); `MB on disk (GZIP)` (or `(uncompressed)`, as the manifest's
-`compression` says) is the shard files' size, from one listing of the dataset folder, left out when
-the shards cannot all be found (a rejected run's, which are deleted)."""
+counts them (before compression); `MB on disk (GZIP)` (or `(uncompressed)`, or `(ArrayRecord)`,
+as the manifest's `compression` and `file_format` say) is the shard files' size, from one listing
+of the dataset folder, left out when the shards cannot all be found (a rejected run's, which are
+deleted)."""
 
 from __future__ import annotations
 
 import json
 
 from core import storage
-from core.contract.layout import REJECTED_MANIFEST_NAME, join
+from core.contract.layout import ARRAY_RECORD, REJECTED_MANIFEST_NAME, join
 from core.contract.manifest import Counts, Manifest
 from pipeline.flags import command_name
 
@@ -20,9 +21,16 @@ FIRST_ERRORS_SHOWN = 5
 _COMPRESSION_NAMES = {"GZIP": "GZIP", "NONE": "uncompressed"}
 
 
+def _stored_as(manifest: Manifest) -> str:
+    """`GZIP`, `uncompressed` or `ArrayRecord`, as the manifest's compression and file format say."""
+    if manifest.file_format == ARRAY_RECORD:
+        return "ArrayRecord"
+    return _COMPRESSION_NAMES.get(manifest.compression, manifest.compression)
+
+
 def on_disk_label(manifest: Manifest) -> str:
-    """`MB on disk (GZIP)` or `MB on disk (uncompressed)`, as the manifest's compression says."""
-    return f"MB on disk ({_COMPRESSION_NAMES.get(manifest.compression, manifest.compression)})"
+    """`MB on disk (GZIP)`, `(uncompressed)` or `(ArrayRecord)`, as the manifest says (_stored_as)."""
+    return f"MB on disk ({_stored_as(manifest)})"
 
 
 def bytes_on_disk(dest: str, manifest: Manifest) -> dict[str, int] | None:
@@ -66,7 +74,7 @@ def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> st
     lines = [
         f"{title} {dest}",
         f"  kind {m.kind}, created {m.created or '?'} by pipeline {m.package_version or '?'}, "
-        f"{_COMPRESSION_NAMES.get(m.compression, m.compression)} TFRecords of tf.train.Example",
+        f"{'ArrayRecord files' if m.file_format == ARRAY_RECORD else _stored_as(m) + ' TFRecords'} of tf.train.Example",
     ]
     on_disk, disk_label = bytes_on_disk(dest, m), on_disk_label(m)
     width = len(disk_label)

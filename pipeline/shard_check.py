@@ -1,5 +1,6 @@
 """One shard read back: the records it holds, or why it cannot be read, and with `index` its record
-index written beside it (pipeline.readback compares the counts with what the job produced).
+index written into the index folder beside it (core.contract.layout); pipeline.readback compares
+the counts with what the job produced.
 
 Without Beam for local shards (remote ones load core.storage when one is read), so that a
 local run reads its shards back in processes of its own, all at once (`count_shards`, which
@@ -22,9 +23,10 @@ from collections.abc import Callable
 
 import pipeline
 from core import local_writes
-from core.contract.layout import INDEX_SUFFIX, is_remote
+from core.contract.layout import INDEX_FOLDER, TFRECORD, index_file, is_remote
 from core.tfrecord_framing import FRAMING_BYTES
-from pipeline.tfrecord_reader import RecordError, read_framed_records
+from pipeline.shard_records import read_shard
+from pipeline.tfrecord_reader import RecordError
 
 # Where `pipeline` is imported from, for the processes (a checkout or site-packages).
 _IMPORT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(pipeline.__file__)))
@@ -45,20 +47,21 @@ def index_text(framed: list[tuple[int, int]]) -> str:
     return "".join(f"{offset} {length}\n" for offset, length in framed)
 
 
-def count_shard(path: str, compression: str, index: bool) -> ShardCount:
-    """Reads a shard back record by record (pipeline.tfrecord_reader). A missing or broken shard is
-    a verdict (ShardCount.error); an I/O error is raised."""
+def count_shard(path: str, compression: str, index: bool, file_format: str = TFRECORD) -> ShardCount:
+    """Reads a shard back record by record (pipeline.shard_records: a TFRecord file's framing and
+    CRCs, an ArrayRecord file's chunk hashes). A missing or broken shard is a verdict
+    (ShardCount.error); an I/O error is raised."""
     name = path.rsplit("/", 1)[-1]
     if not _exists(path):
         return ShardCount(name, 0, "missing")
     framed = []
     try:
-        for offset, data in read_framed_records(path, compression):
+        for offset, data in read_shard(path, compression, file_format):
             framed.append((offset, len(data) + FRAMING_BYTES))
     except RecordError as e:
         return ShardCount(name, len(framed), f"record {e.record}: {e.message}")
     if index:
-        _write_text(path + INDEX_SUFFIX, index_text(framed))
+        _write_index(path, index_text(framed))
     return ShardCount(name, len(framed))
 
 
@@ -70,13 +73,17 @@ def _exists(path: str) -> bool:
     return os.path.exists(path)
 
 
-def _write_text(path: str, text: str) -> None:
-    if is_remote(path):
+def _write_index(shard: str, text: str) -> None:
+    """Writes the index of the shard at `shard` into the index folder beside it (made locally,
+    never taken when it is a link; nor is a link under the index's own name written through)."""
+    folder, name = shard.rsplit("/", 1) if "/" in shard else (".", shard)
+    if is_remote(shard):
         from core import storage  # Beam: only for remote shards (module docstring)
 
-        storage.write_bytes(path, text.encode(), "text/plain")
+        storage.write_bytes(f"{folder}/{index_file(name)}", text.encode(), "text/plain")
         return
-    with local_writes.create_new(path) as f:  # never through a link planted under the name
+    local_writes.real_folder(os.path.join(folder, INDEX_FOLDER), make=True)
+    with local_writes.create_new(os.path.join(folder, index_file(name))) as f:
         f.write(text.encode())
 
 
@@ -86,7 +93,12 @@ IN_PROCESSES_FROM_BYTES = 256 << 20
 
 
 def count_shards(
-    paths: list[str], compression: str, index: bool, processes: int, on_counted: Callable[[], object] = lambda: None
+    paths: list[str],
+    compression: str,
+    index: bool,
+    processes: int,
+    on_counted: Callable[[], object] = lambda: None,
+    file_format: str = TFRECORD,
 ) -> list[ShardCount]:
     """count_shard of each local shard: in `processes` processes at once, each given shards of
     about equal bytes, when they hold at least IN_PROCESSES_FROM_BYTES in all, else one after
@@ -96,7 +108,7 @@ def count_shards(
     if sum(sizes.values()) < IN_PROCESSES_FROM_BYTES:
         counted = []
         for path in paths:
-            counted.append(count_shard(path, compression, index))
+            counted.append(count_shard(path, compression, index, file_format))
             on_counted()
         return counted
     shares = [[] for _ in range(min(processes, len(paths)))]
@@ -106,7 +118,7 @@ def count_shards(
         shares[least].append(path)
         loads[least] += sizes[path]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_IMPORT_ROOT, os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", __name__, compression, "index" if index else "count"]
+    command = [sys.executable, "-m", __name__, compression, "index" if index else "count", file_format]
     with contextlib.ExitStack() as files:
         errors = [files.enter_context(tempfile.TemporaryFile()) for _ in shares]  # not pipes: none fills up
         # A process group of their own, as transforms.convert_pool's: Ctrl-C reaches the runner only.
@@ -145,6 +157,8 @@ def _size(path: str) -> int:
         return 0
 
 
-if __name__ == "__main__":  # python -m pipeline.shard_check COMPRESSION count|index PATH...: a line per shard
-    for shard in sys.argv[3:]:
-        print(json.dumps(dataclasses.astuple(count_shard(shard, sys.argv[1], sys.argv[2] == "index"))), flush=True)
+# python -m pipeline.shard_check COMPRESSION count|index FILE_FORMAT PATH...: a line per shard
+if __name__ == "__main__":
+    for shard in sys.argv[4:]:
+        counted = count_shard(shard, sys.argv[1], sys.argv[2] == "index", sys.argv[3])
+        print(json.dumps(dataclasses.astuple(counted)), flush=True)

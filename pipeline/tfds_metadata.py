@@ -1,5 +1,7 @@
 """TFDS metadata for an uncompressed dataset: the files `tfds.builder_from_directory(DEST)` reads
-beside the shards, so `tfds.builder_from_directory(DEST).as_dataset(split="train")` reads every record.
+beside the shards, so `tfds.builder_from_directory(DEST).as_dataset(split="train")` reads every record
+of TFRecord shards, and `.as_data_source(split="train")` every record of ArrayRecord shards (format:
+array_record), with random access.
 
     dataset_info.json                 splits, records per shard, bytes, where the shards are
     features.json                     the features, as TFDS feature connectors
@@ -16,8 +18,9 @@ manifest's `shard_lengths`). tests/test_tfds_metadata.py compares it with TFDS's
 
 How the manifest maps onto TFDS:
 - Shards: TFDS finds them by `filepathTemplate` "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}", which names
-  exactly our uncompressed shards (`train-00000-of-00002.tfrecord`). TFDS cannot read GZIP
-  TFRecords (its tfrecord adapter opens files with no compression), so a GZIP manifest is refused.
+  exactly our uncompressed shards (`train-00000-of-00002.tfrecord`, `.array_record`), `fileFormat`
+  being the manifest's `file_format`. TFDS cannot read GZIP TFRecords (its tfrecord adapter opens
+  files with no compression), so a GZIP manifest is refused.
 - Keys with '/' become nested FeaturesDicts: `image/encoded` is {"image": {"encoded": ...}}. TFDS
   joins nested keys with '/' to build its `tf.io.parse_single_example` spec, so it parses our
   `image/encoded` feature and returns it as `example["image"]["encoded"]`. A key that is both a
@@ -40,14 +43,14 @@ from __future__ import annotations
 import json
 import re
 
-from core.contract.layout import TFDS_LABELS_SUFFIX, TFDS_METADATA_FILES, UNCOMPRESSED, record_files
+from core.contract.layout import TFDS_LABELS_SUFFIX, TFDS_METADATA_FILES, TFRECORD, UNCOMPRESSED
 from core.contract.manifest import FeatureSpec, Manifest
 
 DATASET_INFO_NAME, FEATURES_NAME = TFDS_METADATA_FILES
 LABELS_SUFFIX = TFDS_LABELS_SUFFIX
-# TFDS's placeholders; with our split names and five-digit shard numbers it spells record_files(UNCOMPRESSED).
+# TFDS's placeholders; with our split names, five-digit shard numbers and TFDS's names of the file
+# formats (a manifest's file_format) it spells the names of our uncompressed shards.
 FILEPATH_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"
-FILE_FORMAT = "tfrecord"  # TFDS's name for (uncompressed) TFRecord files; also the shards' suffix
 DEFAULT_VERSION = "1.0.0"  # what write_metadata uses when the folder's name is not a version
 
 _CLASSES = "tensorflow_datasets.core.features."
@@ -98,7 +101,7 @@ def dataset_info_json(
     """dataset_info.json: the DatasetInfo proto as TFDS writes it (proto3 JSON: camelCase names,
     int64 values as strings, empty fields left out, keys sorted, indent 2, ASCII, no final newline)."""
     info: dict = {
-        "fileFormat": FILE_FORMAT,
+        "fileFormat": manifest.file_format,
         "splits": [_split_json(manifest, s) for s in manifest.splits],
         "version": version,
     }
@@ -123,7 +126,7 @@ def _split_json(manifest: Manifest, split_name: str) -> dict:
         raise TfdsMetadataError(
             f"split {split_name}: shards hold {sum(split.shard_lengths)} records, the split {split.records}"
         )
-    files = record_files(UNCOMPRESSED)
+    files = manifest.record_files
     expected = tuple(files.name(split_name, i, len(split.shards)) for i in range(len(split.shards)))
     if split.shards != expected:
         raise TfdsMetadataError(
@@ -133,8 +136,9 @@ def _split_json(manifest: Manifest, split_name: str) -> dict:
     body: dict = {"filepathTemplate": FILEPATH_TEMPLATE, "name": split_name}
     if split.shard_lengths:
         body["shardLengths"] = [str(n) for n in split.shard_lengths]
-    # Bytes on disk: the manifest counts serialised records; each one is framed by 16 bytes.
-    num_bytes = split.bytes + _TFRECORD_FRAMING * split.records if split.bytes else 0
+    # The manifest counts serialised records; in a TFRecord file each one is framed by 16 bytes.
+    framing = _TFRECORD_FRAMING if manifest.file_format == TFRECORD else 0
+    num_bytes = split.bytes + framing * split.records if split.bytes else 0
     if num_bytes:
         body["numBytes"] = str(num_bytes)
     return body

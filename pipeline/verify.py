@@ -1,10 +1,11 @@
 """`inspect --verify`: read every record of a dataset and check it against its manifest.
 
 Per record: the GZIP stream (if compressed), the TFRecord framing and both CRCs
-(pipeline.tfrecord_reader), and the record's line in the shard's index (if it has one),
-parsing against the manifest's feature spec, and for image datasets decoding the image as readers
-do (`tf.io.decode_image(..., expand_animations=False)`) and comparing it with its recorded height,
-width and channels, and its label. Then the record counts per shard, per split (and per label)
+(pipeline.tfrecord_reader), or an ArrayRecord file's chunk hashes (core.array_record_files), and
+the record's line in the shard's index (if it has one), parsing against the manifest's feature
+spec, and for image datasets decoding the image as readers do (`tf.io.decode_image(...,
+expand_animations=False)`) and comparing it with its recorded height, width and channels, and its
+label. Then the record counts per shard, per split (and per label)
 against the manifest, stray shard files, and the error reports. TensorFlow parses and decodes; it is imported
 only when a verification runs.
 """
@@ -19,11 +20,12 @@ import logging
 from core import storage
 from core.contract import tf_import
 from core.contract.features import parse_spec
-from core.contract.layout import join, record_files
+from core.contract.layout import join
 from core.contract.manifest import Manifest
 from core.tfrecord_framing import FRAMING_BYTES
 from pipeline.shard_check import index_text
-from pipeline.tfrecord_reader import RecordError, read_framed_records
+from pipeline.shard_records import read_shard
+from pipeline.tfrecord_reader import RecordError
 
 _LOG = logging.getLogger(__name__)
 
@@ -138,7 +140,7 @@ def verify(dest: str, manifest: Manifest) -> Verification:
         )
     for split in manifest.splits.values():
         result.records[split.name] = 0
-        totals = {_total_of(s, manifest.compression) for s in split.shards}
+        totals = {_total_of(s, manifest) for s in split.shards}
         if split.shards and (len(totals) > 1 or not totals <= {None, len(split.shards)}):
             result.problem(
                 f"split {split.name}: the manifest lists {len(split.shards)} shard(s) whose names say otherwise "
@@ -155,7 +157,7 @@ def verify(dest: str, manifest: Manifest) -> Verification:
                 continue
             count, batch, framed = 0, [], []
             try:
-                for offset, data in read_framed_records(path, manifest.compression):
+                for offset, data in read_shard(path, manifest.compression, manifest.file_format):
                     framed.append((offset, len(data) + FRAMING_BYTES))
                     batch.append((count, data))
                     count += 1
@@ -224,9 +226,9 @@ def _check_index(dest: str, index: str, framed: list[tuple[int, int]], result: V
         result.problem(f"{index}: does not match its shard: {where}")
 
 
-def _total_of(shard: str, compression: str) -> int | None:
+def _total_of(shard: str, manifest: Manifest) -> int | None:
     """NNNNN of a shard name, or None for another name."""
-    parsed = record_files(compression).parse(shard)
+    parsed = manifest.record_files.parse(shard)
     return parsed.total if parsed else None
 
 
@@ -237,7 +239,7 @@ def _check_stray_shards(dest: str, manifest: Manifest, result: Verification) -> 
     except Exception:  # a listing failure is not a data problem
         return
     for name in sorted(names):
-        split = next((s for s in manifest.splits if record_files(manifest.compression).is_shard_of(name, s)), None)
+        split = next((s for s in manifest.splits if manifest.record_files.is_shard_of(name, s)), None)
         if split is not None and name not in listed:
             result.problem(f"{name}: a shard file of split {split} that the manifest does not list")
 

@@ -16,7 +16,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from core.contract.layout import INDEX_SUFFIX
+from core.contract.layout import index_file
 from core.tfrecord_framing import masked_crc32c
 from pipeline.cli import main
 from pipeline.commands import inspect
@@ -47,7 +47,7 @@ def test_uncompressed_shards_end_in_tfrecord_and_tensorflow_reads_them_as_the_ma
     assert json.loads((plain / "manifest.json").read_text())["format_version"] == 3
     for name, split in manifest.splits.items():
         assert split.shards and all(s.endswith(".tfrecord") for s in split.shards)
-        assert split.index_files == tuple(s + INDEX_SUFFIX for s in split.shards)
+        assert split.index_files == tuple(index_file(s) for s in split.shards)
         assert len(read_split(plain, name)) == split.records == sum(split.shard_lengths)
         for shard in split.shards:
             assert (plain / shard).read_bytes()[:2] != b"\x1f\x8b"  # no GZIP magic
@@ -120,7 +120,7 @@ def test_an_overwrite_in_another_compression_leaves_only_the_new_dataset(tmp_pat
     assert main([*argv, "--compression", "none", "--index"]) == 0
     manifest = whole_dataset(out)
     named = {f for split in manifest.splits.values() for f in (*split.shards, *split.index_files)}
-    files = {p.name for p in out.iterdir()}
+    files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert files == named | {"manifest.json", *manifest.error_files, *manifest.metadata_files}
     assert not any(name.endswith(".gz") for name in files)
 
@@ -131,7 +131,8 @@ def test_a_rejected_run_leaves_no_shard_and_no_index(tmp_path):
     argv = ["--input", source, "--output", out, "--compression", "none", "--index", "--max_error_fraction", "0"]
     assert main([str(a) for a in argv]) == 1
     assert load_rejected(out).rejected
-    assert not [p.name for p in out.iterdir() if p.suffix in (".tfrecord", ".idx")]
+    assert not [p.name for p in out.rglob("*") if p.suffix in (".tfrecord", ".idx")]
+    assert not (out / "index").exists()
 
 
 def test_tfds_loads_every_record_of_an_uncompressed_dataset(plain):

@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import tensorflow as tf
+from apache_beam.io.filesystems import FileSystems
 
 from core.contract.layout import SHARD_PARTS_FOLDER
 from pipeline.cli import main
@@ -20,10 +21,14 @@ FRACTIONS = (("train", 0.8), ("validation", 0.2))
 
 
 def download_dataset(emulator, prefix: str, local: pathlib.Path) -> pathlib.Path:
-    """The dataset's files (not Beam's temporary folders nor shard parts, which must be gone) into `local`."""
+    """The dataset's files (not Beam's temporary folders nor shard parts, which must be gone) into
+    `local`, at the same paths below it as below `prefix`."""
     uris = emulator.list_uris(prefix + "/")
     assert not [u for u in uris if "beam-temp" in u or SHARD_PARTS_FOLDER in u], "temporary files left behind"
-    emulator.download_to(uris, local)
+    for uri in uris:
+        path = local / uri[len(prefix) + 1 :]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(emulator.read_bytes(uri))
     return local
 
 
@@ -127,6 +132,11 @@ def test_uncompressed_with_indexes_and_tfds_metadata_on_gcs(gcs_emulator, gcs_bu
             assert sum(int(line.split()[1]) for line in lines) == (dataset / shard).stat().st_size
     for name in manifest.metadata_files:
         assert (dataset / name).exists()
+    shards = {s for split in manifest.splits.values() for s in split.shards}
+    for pattern in ("train-*", "*.tfrecord*", "*-of-*"):  # as readers glob shards on GCS
+        [found] = FileSystems.match([f"{out}/{pattern}"])
+        matched = {m.path.rsplit("/", 1)[-1] for m in found.metadata_list}
+        assert matched & shards and not [m for m in matched if m.endswith(".idx")], pattern
 
 
 def read_split_shard(path: pathlib.Path) -> list[bytes]:

@@ -193,7 +193,7 @@ def test_the_installed_package_reads_its_manifest_schema(installed):
     code = (
         "import core.contract.manifest as m\n"
         "print(m.__file__)\n"
-        "print(m.json_schema()['properties']['format_version']['const'])\n"
+        "print(m.json_schema()['properties']['format_version']['enum'][0])\n"
     )
     result = _run([installed["python"], "-c", code], cwd=installed["work"], env=installed["environ"])
     assert result.returncode == 0, result.stderr[-3000:]

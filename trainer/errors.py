@@ -20,6 +20,10 @@ class IncompleteManifestError(TrainerError):
     """manifest.json exists but lacks what training needs (a split, shards, features, keys)."""
 
 
+class FileFormatError(TrainerError):
+    """The shards are in a file format the trainer's tf.data input does not read (ArrayRecord)."""
+
+
 class MissingFeatureError(TrainerError):
     """A feature key the job needs (e.g. --label) is not in the dataset's feature spec."""
 

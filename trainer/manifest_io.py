@@ -10,10 +10,16 @@ import logging
 import tensorflow as tf
 
 from core.contract import manifest as contract
-from core.contract.layout import join
+from core.contract.layout import TFRECORD, join
 from core.contract.manifest import FeatureSpec, Manifest, SplitInfo
 from core.contract.versions import resolve_dataset
-from trainer.errors import DatasetRejectedError, IncompleteManifestError, ManifestNotFoundError, MissingFeatureError
+from trainer.errors import (
+    DatasetRejectedError,
+    FileFormatError,
+    IncompleteManifestError,
+    ManifestNotFoundError,
+    MissingFeatureError,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -45,6 +51,11 @@ def load_manifest(data: str) -> Manifest:
         raise ManifestNotFoundError(f"{e} (--data must be a folder the pipeline converted)") from e
     except contract.ManifestError as e:
         raise IncompleteManifestError(str(e)) from e
+    if manifest.file_format != TFRECORD:
+        raise FileFormatError(
+            f"{data}: its shards are {manifest.file_format} files, and the trainer reads TFRecords with tf.data: "
+            "convert with --format tfrecord to train on it here (Grain or TFDS data_source read ArrayRecord files)"
+        )
     if not manifest.splits:
         raise IncompleteManifestError(f"{data}: the manifest lists no splits")
     if not manifest.features:

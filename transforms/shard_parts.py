@@ -15,6 +15,10 @@ first would hold every record in memory: README, Performance): each bundle attem
 part per planned shard, round robin from a random shard. Elsewhere records are grouped by shard
 and each group written as one part (transforms.write.WriteSplits).
 
+ArrayRecord files (format: array_record) do not join: their parts are written uncompressed (the
+same TFRecord framing as any part), and each shard's parts are transcoded into its one ArrayRecord
+file (core.array_record_files), shard by shard wherever the runner puts them, then removed.
+
 Local parts are shared (SharedParts): whichever thread or converting process makes a record
 appends it to the part it was given as one self-contained piece of the part's GZIP member
 (transforms.part_appender), and the bundle's process ends each member once every record is in.
@@ -37,9 +41,9 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 
-from core import storage
-from core.contract.layout import GZIP, SHARD_PARTS_FOLDER, is_remote, join, record_files
-from core.tfrecord_framing import framed
+from core import array_record_files, storage
+from core.contract.layout import ARRAY_RECORD, GZIP, SHARD_PARTS_FOLDER, TFRECORD, is_remote, join, record_files
+from core.tfrecord_framing import framed, unframed
 from transforms import progress, stopping
 from transforms.gzip_codec import use_gzip_codec
 from transforms.gzip_pieces import HEADER, Piece, PieceLedger, closing
@@ -63,11 +67,13 @@ class ShardPart(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class ShardLayout:
     """Where a run's shards go: `folder`, each split's planned shard count, the compression (GZIP or
-    NONE, as a manifest says it)."""
+    NONE) and file format (tfrecord or array_record, whose parts are uncompressed), as a manifest
+    says them."""
 
     folder: str
     shards: dict[str, int]
     compression: str
+    file_format: str = TFRECORD
 
     @property
     def parts_folder(self) -> str:
@@ -78,7 +84,9 @@ class ShardLayout:
         return not is_remote(self.folder)
 
     def shard_path(self, split: str, index: int) -> str:
-        return join(self.folder, record_files(self.compression).name(split, index, self.shards[split]))
+        return join(
+            self.folder, record_files(self.compression, self.file_format).name(split, index, self.shards[split])
+        )
 
     def part_path(self, split: str, index: int, attempt: str) -> str:
         return join(self.parts_folder, f"{split}-{index:05d}-{attempt}")
@@ -226,4 +234,61 @@ def FinalizeShards(parts, layout: ShardLayout):
     does, pipeline.readback). Each shard finalized counts into the run's `writing` phase
     (transforms.progress)."""
     writing = progress.Phase("writing", "shards", sum(layout.shards.values()))
+    if layout.file_format == ARRAY_RECORD:
+        return parts | "ToArrayRecord" >> _TranscodeShards(layout, writing)
     return parts | "FromParts" >> OnceWithAll(_finalize_all, layout, writing)
+
+
+def transcode_shard(layout: ShardLayout, split: str, index: int, part_paths: list[str]) -> str:
+    """Writes the records of the shard's (uncompressed) parts, in order, as its ArrayRecord file
+    (an empty one without parts); returns its path. The parts stay until every shard is written
+    (_TranscodeShards removes their folder), so a repeated step (a retry) writes the same file
+    again from the same parts."""
+    path = layout.shard_path(split, index)
+    array_record_files.write_shard(path, _part_records(part_paths))
+    return path
+
+
+def _part_records(part_paths: list[str]):
+    for part in part_paths:
+        with storage.open_binary(part) as f:
+            try:
+                yield from unframed(f.read)
+            except ValueError as e:
+                raise OSError(f"shard part {part}: {e}") from e
+
+
+class _Transcode(beam.DoFn):
+    """((split, index), part paths, with a None for every shard) -> the shard's path (transcode_shard)."""
+
+    def __init__(self, layout: ShardLayout, writing: progress.Phase):
+        self._layout, self._writing = layout, writing
+
+    def process(self, shard_parts):
+        (split, index), paths = shard_parts
+        stopping.check()
+        path = transcode_shard(self._layout, split, index, sorted(p for p in paths if p is not None))
+        self._writing.add()
+        yield path
+
+
+def _without_parts_folder(paths, layout: ShardLayout):
+    paths = list(paths)
+    storage.delete_tree(layout.parts_folder)  # with any part of a failed attempt
+    return paths
+
+
+@beam.ptransform_fn
+def _TranscodeShards(parts, layout: ShardLayout, writing: progress.Phase):
+    """FinalizeShards for ArrayRecord files: the part paths grouped by shard, with every planned
+    shard's key (so a shard without parts becomes an empty file), each group transcoded where
+    the runner puts it, and the parts folder removed once every shard is written."""
+    planned = [((split, index), None) for split, total in layout.shards.items() for index in range(total)]
+    every_shard = parts.pipeline | "Start" >> beam.Impulse() | "PlannedShards" >> beam.FlatMap(lambda _: planned)
+    return (
+        (parts | "ByShard" >> beam.Map(lambda part: ((part.split, part.index), part.path)), every_shard)
+        | "WithPlanned" >> beam.Flatten()
+        | "GroupByShard" >> beam.GroupByKey()
+        | "Transcode" >> beam.ParDo(_Transcode(layout, writing))
+        | "RemoveParts" >> OnceWithAll(_without_parts_folder, layout)
+    )

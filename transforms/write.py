@@ -1,4 +1,4 @@
-"""Writing records to `<folder>/<split>-SSSSS-of-NNNNN.tfrecord[.gz]`, and dead letters and groups
+"""Writing records to `<folder>/<split>-SSSSS-of-NNNNN.tfrecord[.gz]` (or `.array_record`), and dead letters and groups
 of copies to JSON lines (names: core.contract.layout), through core.storage only: Beam's
 file sinks read their output's path as a glob pattern (and delete what it matches), so none is
 used."""
@@ -17,6 +17,7 @@ from core.contract.layout import (
     ERROR_FILES,
     ERRORS_PREFIX,
     GZIP,
+    TFRECORD,
     join,
 )
 from core.tfrecord_framing import framed
@@ -70,12 +71,12 @@ class WriteShardPart(beam.DoFn):
 
 
 @beam.ptransform_fn
-def WriteSplits(records, folder: str, shards: dict[str, int], compression: str = GZIP):
-    """Each split's records into its planned number of shards, GZIP or uncompressed
-    (`compression` as a manifest says it): grouped by shard, each group written as one part,
-    the parts then given their shard names (transforms.shard_parts). Returns the PCollection of
-    the written shards' paths."""
-    layout = ShardLayout(folder, shards, compression)
+def WriteSplits(records, folder: str, shards: dict[str, int], compression: str = GZIP, file_format: str = TFRECORD):
+    """Each split's records into its planned number of shards, GZIP or uncompressed TFRecords or
+    ArrayRecords (`compression` and `file_format` as a manifest says them): grouped by shard, each
+    group written as one part, the parts then made their shards (transforms.shard_parts). Returns
+    the PCollection of the written shards' paths."""
+    layout = ShardLayout(folder, shards, compression, file_format)
     return (
         records
         | "ToShards" >> beam.ParDo(ToShards(layout))

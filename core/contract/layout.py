@@ -2,7 +2,9 @@
 
     <split>-SSSSS-of-NNNNN.tfrecord.gz   records of one split (e.g. train-00003-of-00010.tfrecord.gz);
                                          `.tfrecord` when uncompressed (compression: none)
-    <shard>.idx                          with `index: true`: one "offset length" line per record
+    <split>-SSSSS-of-NNNNN.array_record  the same records in ArrayRecord files (format: array_record)
+    index/<shard>.idx                    with `index: true`: one "offset length" line per record, in a
+                                         folder of its own so that no reader's shard pattern matches it
     dataset_info.json, features.json     uncompressed only: TFDS metadata (pipeline.tfds_metadata),
     <label key>.labels.txt               and its class names
     errors-00000-of-00001.jsonl          dead letters, one JSON object a line
@@ -100,24 +102,49 @@ GZIP, UNCOMPRESSED = "GZIP", "NONE"  # a manifest's `compression`
 _RECORD_FILES = {GZIP: ShardedFileTemplate(".tfrecord.gz"), UNCOMPRESSED: ShardedFileTemplate(".tfrecord")}
 ERROR_FILES = ShardedFileTemplate(".jsonl")
 INDEX_SUFFIX = ".idx"  # the index format NVIDIA DALI and the `tfrecord` package share
+INDEX_FOLDER = "index"  # below the dataset's folder: readers glob `train-*`, `*.tfrecord*` in it
 TFDS_METADATA_FILES = ("dataset_info.json", "features.json")  # beside uncompressed shards
 TFDS_LABELS_SUFFIX = ".labels.txt"  # and the class names of a ClassLabel, when there is one
 
 
-def record_files(compression: str) -> ShardedFileTemplate:
-    """The shard names of a dataset whose manifest says `compression` (GZIP or NONE)."""
+TFRECORD, ARRAY_RECORD = "tfrecord", "array_record"  # a manifest's `file_format` (TFDS's names for them)
+FILE_FORMATS = (TFRECORD, ARRAY_RECORD)
+_ARRAY_RECORD_FILES = ShardedFileTemplate(".array_record")
+
+
+def record_files(compression: str, file_format: str = TFRECORD) -> ShardedFileTemplate:
+    """The shard names of a dataset whose manifest says `compression` (GZIP or NONE) and
+    `file_format` (ArrayRecord files compress their chunks themselves: their compression is NONE)."""
+    if file_format == ARRAY_RECORD:
+        return _ARRAY_RECORD_FILES
+    if file_format != TFRECORD:
+        raise ValueError(f"unknown file format {file_format!r}, expected one of {list(FILE_FORMATS)}")
     try:
         return _RECORD_FILES[compression]
     except KeyError:
         raise ValueError(f"unknown compression {compression!r}, expected one of {sorted(_RECORD_FILES)}") from None
 
 
+def index_file(shard: str) -> str:
+    """The index of shard file `shard`, relative to the dataset's folder (as a manifest names it)."""
+    return f"{INDEX_FOLDER}/{shard}{INDEX_SUFFIX}"
+
+
+def is_index_file(name: str) -> bool:
+    """True for the name of a shard's index file (`index_file`) relative to its index folder; an
+    index beside its shard (`<shard>.idx`) is a dataset file (`is_dataset_file`)."""
+    return name.endswith(INDEX_SUFFIX) and _is_shard(name.removesuffix(INDEX_SUFFIX))
+
+
+def _is_shard(name: str) -> bool:
+    return any(template.parse(name) is not None for template in (*_RECORD_FILES.values(), _ARRAY_RECORD_FILES))
+
+
 def is_dataset_file(name: str) -> bool:
     """True for the names a conversion writes directly in its output folder."""
     errors = ERROR_FILES.parse(name)
-    records = name.removesuffix(INDEX_SUFFIX)
     return (
-        any(template.parse(records) is not None for template in _RECORD_FILES.values())
+        _is_shard(name.removesuffix(INDEX_SUFFIX))
         or (errors is not None and errors.prefix in (ERRORS_PREFIX, COPIES_PREFIX))
         or name == MANIFEST_NAME
         or is_reader_metadata(name)

@@ -18,11 +18,25 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from core.contract.layout import GZIP, MANIFEST_NAME, REJECTED_MANIFEST_NAME, UNCOMPRESSED, is_contained, join
+from core.contract.layout import (
+    FILE_FORMATS,
+    GZIP,
+    MANIFEST_NAME,
+    REJECTED_MANIFEST_NAME,
+    TFRECORD,
+    UNCOMPRESSED,
+    ShardedFileTemplate,
+    is_contained,
+    join,
+    record_files,
+)
 
 FORMAT = "tfrecord-examples"
 FORMAT_VERSION = 3  # 2: shard_lengths, rejected; 3: compression NONE, index_files, metadata_files, label_offset
-READABLE_VERSIONS = (1, 2, 3)
+# 4: shards in another file format than TFRecord (file_format), which a reader of format 3 would
+# take for TFRecords: so only such manifests have it, and TFRecord datasets stay readable by them.
+OTHER_FILE_FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 COMPRESSIONS = (GZIP, UNCOMPRESSED)
 SCHEMA_NAME = "manifest.schema.json"  # beside this module, in the wheel too (setup.py package_data)
 
@@ -139,6 +153,8 @@ class Manifest:
     package_version: str = ""
     created: str = ""
     compression: str = GZIP  # of every shard: GZIP or NONE (core.contract.layout.record_files)
+    file_format: str = TFRECORD  # of every shard: tfrecord or array_record (format_version 4)
+    array_record_options: str = ""  # array_record: the options its writer was given (group_size, chunk compression)
     run: str = ""  # the run that wrote it (its start time, as core.contract.versions names it)
     rejected: tuple[str, ...] = ()  # why the run must not be trusted (manifest.rejected.json only)
     # What a user of the data should know that no count says (a column of numbers that a few
@@ -157,8 +173,20 @@ class Manifest:
         _check_contained("the manifest", (*self.error_files, *self.copies_files, *self.metadata_files))
         if self.compression not in COMPRESSIONS:
             raise ManifestError(f"compression {self.compression!r} is not one of {COMPRESSIONS}")
+        if self.file_format not in FILE_FORMATS:
+            raise ManifestError(f"file_format {self.file_format!r} is not one of {FILE_FORMATS}")
         if not isinstance(self.label_offset, int) or self.label_offset < 0:
             raise ManifestError(f"label_offset {self.label_offset!r} is not an integer >= 0")
+
+    @property
+    def format_version(self) -> int:
+        """The format_version to_json writes: the oldest that describes this manifest."""
+        return FORMAT_VERSION if self.file_format == TFRECORD else OTHER_FILE_FORMAT_VERSION
+
+    @property
+    def record_files(self) -> ShardedFileTemplate:
+        """The names of the shards (core.contract.layout.record_files)."""
+        return record_files(self.compression, self.file_format)
 
     @property
     def tf_compression_type(self) -> str:
@@ -181,7 +209,7 @@ class Manifest:
             del split["name"]
         for feature in body["features"].values():
             del feature["name"]
-        return json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **body}, indent=2, sort_keys=True)
+        return json.dumps({"format": FORMAT, "format_version": self.format_version, **body}, indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Manifest:

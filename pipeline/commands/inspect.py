@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from core import storage
+from core.contract.layout import ARRAY_RECORD
 from core.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
 from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
 from core.contract.versions import LatestPointerError, resolve_dataset
@@ -65,7 +66,8 @@ def _verify(dest: str, manifest: Manifest) -> int:
         if len(result.problems) > MAX_PROBLEMS_SHOWN:
             print(f"  ... and {len(result.problems) - MAX_PROBLEMS_SHOWN} more")
         return 1
-    what = "CRC-checked, parsed and decoded" if manifest.is_image_dataset else "CRC-checked and parsed"
+    checked = "hash-checked" if manifest.file_format == ARRAY_RECORD else "CRC-checked"  # chunks or records
+    what = f"{checked}, parsed and decoded" if manifest.is_image_dataset else f"{checked} and parsed"
     print(
         f"verify OK: {total} record(s) in {len(result.shard_records)} shard(s) read, {what}; counts match the manifest"
     )

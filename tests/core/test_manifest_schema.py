@@ -20,13 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.contract.features import DEFAULT_IMAGE_KEYS
-from core.contract.layout import is_contained
+from core.contract.layout import ARRAY_RECORD, FILE_FORMATS, is_contained
 from core.contract.manifest import (
     COMPRESSIONS,
     DTYPES,
     FORMAT,
     FORMAT_VERSION,
     KINDS,
+    OTHER_FILE_FORMAT_VERSION,
     Manifest,
     json_schema,
 )
@@ -68,6 +69,7 @@ def manifests(tmp_path_factory) -> dict[str, tuple[str, dict]]:
         "images": (0, ["--input", folder, *budget]),
         "images_rejected": (1, ["--input", folder, "--max_error_fraction", "0"]),
         "images_uncompressed_indexed": (0, ["--input", folder, *budget, "--compression", "none", "--index"]),
+        "images_array_record": (0, ["--input", folder, *budget, "--format", "array_record"]),
         "image_csv": (0, ["--kind", "image_csv", "--input", image_csv, *budget]),
         "csv": (0, ["--config", config, "--input", tables / "*.csv*", *budget]),
     }
@@ -93,6 +95,7 @@ def test_the_runs_cover_every_kind_and_option(manifests):
     bodies = [body for _, body in manifests.values()]
     assert {b["kind"] for b in bodies} == set(KINDS)
     assert {b["compression"] for b in bodies} == set(COMPRESSIONS)
+    assert {b["file_format"] for b in bodies} == set(FILE_FORMATS)
     assert {name for name, _ in manifests.values()} == {"manifest.json", "manifest.rejected.json"}
     for key in ("copies_files", "warnings", "metadata_files", "rejected", "errors_by_stage", "skipped_by_extension"):
         assert any(b[key] for b in bodies), key
@@ -100,7 +103,9 @@ def test_the_runs_cover_every_kind_and_option(manifests):
     assert any(b["counts"]["converted"] for b in bodies)
 
 
-@pytest.mark.parametrize("case", ["images", "images_rejected", "images_uncompressed_indexed", "image_csv", "csv"])
+@pytest.mark.parametrize(
+    "case", ["images", "images_rejected", "images_uncompressed_indexed", "images_array_record", "image_csv", "csv"]
+)
 def test_every_manifest_a_run_writes_validates_and_keeps_what_the_schema_says(manifests, case):
     name, body = manifests[case]
     assert _errors(body) == []
@@ -114,7 +119,7 @@ def test_every_manifest_a_run_writes_validates_and_keeps_what_the_schema_says(ma
     for split in body["splits"].values():
         assert sum(split["shard_lengths"]) == split["records"]
         assert len(split["shard_lengths"]) == len(split["shards"])
-        assert split["index_files"] in ([], [f"{shard}.idx" for shard in split["shards"]])
+        assert split["index_files"] in ([], [f"index/{shard}.idx" for shard in split["shards"]])
         if body["kind"] != "csv":
             assert sum(split["label_counts"].values()) == split["records"]
     assert Manifest.from_json(json.dumps(body)).counts.reconciles()
@@ -171,11 +176,17 @@ def test_the_schema_names_exactly_the_fields_of_the_manifest_dataclasses():
 
 def test_the_schema_knows_the_values_the_code_knows():
     properties = SCHEMA["properties"]
-    assert properties["format"]["const"] == FORMAT and properties["format_version"]["const"] == FORMAT_VERSION
+    assert properties["format"]["const"] == FORMAT
+    assert properties["format_version"]["enum"] == [FORMAT_VERSION, OTHER_FILE_FORMAT_VERSION]
+    assert properties["file_format"]["enum"] == list(FILE_FORMATS)
     assert properties["kind"]["enum"] == list(KINDS) == properties["inputs"]["properties"]["kind"]["enum"]
     assert properties["compression"]["enum"] == list(COMPRESSIONS)
     assert SCHEMA["$defs"]["feature"]["properties"]["dtype"]["enum"] == list(DTYPES)
-    [image_kinds] = [rule["else"] for rule in SCHEMA["allOf"]]
+    array_record, image_kinds = SCHEMA["allOf"]
+    assert array_record["if"]["properties"]["file_format"]["const"] == ARRAY_RECORD
+    assert array_record["then"]["properties"]["format_version"]["const"] == OTHER_FILE_FORMAT_VERSION
+    assert array_record["else"]["properties"]["format_version"]["const"] == FORMAT_VERSION
+    image_kinds = image_kinds["else"]
     assert list(properties["image_keys"]["properties"]) == list(DEFAULT_IMAGE_KEYS)
     assert image_kinds["properties"]["image_keys"]["required"] == list(DEFAULT_IMAGE_KEYS)
 

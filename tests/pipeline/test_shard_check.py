@@ -54,7 +54,7 @@ def test_the_index_is_written_from_the_same_pass(tmp_path):
     assert count_shard(path, "NONE", index=True) == ShardCount("shard", 3)
     sizes = [len(p) + FRAMING_BYTES for p in payloads]
     offsets = [sum(sizes[:i]) for i in range(len(payloads))]
-    assert (tmp_path / "shard.idx").read_text() == index_text(list(zip(offsets, sizes, strict=True)))
+    assert (tmp_path / "index" / "shard.idx").read_text() == index_text(list(zip(offsets, sizes, strict=True)))
     assert index_text([(0, 16), (16, 18)]) == "0 16\n16 18\n"
 
 
@@ -69,11 +69,11 @@ def test_processes_give_the_verdicts_one_thread_gives(shards, processes, in_proc
 def test_processes_write_the_same_index(tmp_path, in_processes):
     paths = [write_shard(tmp_path / f"s{i}", [os.urandom(300 * i)] * (i + 1), "NONE") for i in range(3)]
     [count_shard(path, "NONE", index=True) for path in paths]
-    on_one_thread = [(tmp_path / f"s{i}.idx").read_text() for i in range(3)]
+    on_one_thread = [(tmp_path / "index" / f"s{i}.idx").read_text() for i in range(3)]
     for i in range(3):
-        (tmp_path / f"s{i}.idx").unlink()
+        (tmp_path / "index" / f"s{i}.idx").unlink()
     assert sorted(c.records for c in count_shards(paths, "NONE", True, 2)) == [1, 2, 3]
-    assert [(tmp_path / f"s{i}.idx").read_text() for i in range(3)] == on_one_thread
+    assert [(tmp_path / "index" / f"s{i}.idx").read_text() for i in range(3)] == on_one_thread
 
 
 def test_the_processes_do_not_import_beam(shards, tmp_path, monkeypatch, in_processes):
