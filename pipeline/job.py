@@ -18,6 +18,7 @@ from pipeline.runners import (
     interrupts_stop_the_run,
     lean_held_bytes,
     make_pipeline,
+    parallel_held_bytes,
     pipeline_options,
     runner_api_round_trip,
     stop_local_run,
@@ -59,7 +60,7 @@ def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publi
     removes what it wrote (but a rejected run's report) and raises RunFailedError."""
     bytes_in = plan.listing.bytes
     held = lean_held_bytes(plan.kind, plan.shards, config.image.local_write_while_reading, plan.output, bytes_in)
-    options = pipeline_options(beam_args, bytes_in, lean_held_bytes=held)
+    options = pipeline_options(beam_args, parallel_held_bytes(plan.kind, bytes_in), lean_held_bytes=held)
     try:
         return _run(plan, config, options, publication)
     finally:

@@ -126,11 +126,11 @@ def _local_runner(workers_asked: int | None) -> str:
     return LEAN if workers_asked in (None, 1) else PARALLEL
 
 
-def _log_local_runner(workers_asked: int | None, input_bytes: int, lean_held_bytes: int | None) -> str:
+def _log_local_runner(workers_asked: int | None, held_bytes: int, lean_held_bytes: int | None) -> str:
     """The local runner (_local_runner), logged with its estimated peak memory, and a warning when
     that exceeds what is available."""
     runner = _local_runner(workers_asked)
-    held = lean_held_bytes if runner == LEAN and lean_held_bytes is not None else input_bytes
+    held = lean_held_bytes if runner == LEAN and lean_held_bytes is not None else held_bytes
     peak, available = estimated_peak(runner, held), available_memory()
     if available is not None and peak > available:
         _LOG.warning(
@@ -247,18 +247,19 @@ def beam_flag_names() -> list[str]:
     return [name for action in beam_parser()._actions for name in action.option_strings if name.startswith("--")]
 
 
-def pipeline_options(beam_args: list[str], input_bytes: int = 0, lean_held_bytes: int | None = None) -> PipelineOptions:
-    """Beam options from the flags we do not parse; `input_bytes` (the planned listing's) sizes
-    the memory warning of a local run (no --runner given), or `lean_held_bytes` on the lean
-    runner when given (lean_held_bytes). UnsafeOptionError for options that would make the job
-    lose records (check_experiments) or that the runner does not honour (check_bundle_repeat)."""
+def pipeline_options(beam_args: list[str], held_bytes: int = 0, lean_held_bytes: int | None = None) -> PipelineOptions:
+    """Beam options from the flags we do not parse; `held_bytes` (parallel_held_bytes of the
+    planned listing) sizes the memory warning of a local run (no --runner given), or
+    `lean_held_bytes` on the lean runner when given (lean_held_bytes). UnsafeOptionError for
+    options that would make the job lose records (check_experiments) or that the runner does not
+    honour (check_bundle_repeat)."""
     options = PipelineOptions(beam_args)
     check_experiments(options.view_as(DebugOptions).experiments or [])
     check_bundle_repeat(runner_of(beam_args), options)
     standard = options.view_as(StandardOptions)
     direct = options.view_as(DirectOptions)
     if standard.runner is None:
-        standard.runner = _log_local_runner(_workers_asked(beam_args, options), input_bytes, lean_held_bytes)
+        standard.runner = _log_local_runner(_workers_asked(beam_args, options), held_bytes, lean_held_bytes)
     if standard.runner == "DirectRunner":
         # Beam 2.77's DirectRunner first fetches Prism's binary from GitHub and runs the job there;
         # offline it falls back to the FnApiRunner. It gets the FnApiRunner, online or not.
@@ -328,9 +329,16 @@ OPEN_SHARD_BYTES = {"gs": 16 * 2**20, "local": 0}
 # on (transforms.gzip_choice), then ISA-L's deflate state, about 0.4 MiB. Tabular records go through
 # it; image records are appended to local parts (transforms.part_appender) without it.
 COMPRESSING_SHARD_BYTES = SAMPLE_BYTES + 4 * 2**20 // 10
-# What the lean runner's old tabular graph (more than MAX_OPEN_SHARDS shards) holds per input byte:
-# every row as Python objects, at least this many times its text (more for short rows).
-HELD_ROW_BYTES_PER_INPUT_BYTE = 6
+# What a runner holding every tabular row holds per input byte, in units of its _PEAK_MODEL's
+# per-byte cost: the lean runner's graph for more than MAX_OPEN_SHARDS shards (every row as Python
+# objects), the parallel runner (its GroupByKeys). Fitted to scripts/bench_tabular_memory.py's
+# runs of both runners (`--runners lean,parallel`, and a checkout that holds every row).
+HELD_ROW_BYTES_PER_INPUT_BYTE = {LEAN: 30, PARALLEL: 10}
+
+
+def parallel_held_bytes(kind: str, input_bytes: int) -> int:
+    """What the parallel runner holds at its peak besides its base: every record."""
+    return input_bytes * (HELD_ROW_BYTES_PER_INPUT_BYTE[PARALLEL] if kind == "csv" else 1)
 
 
 def lean_held_bytes(kind: str, shards: dict[str, int], setting: bool, output: str, input_bytes: int) -> int:
@@ -338,7 +346,7 @@ def lean_held_bytes(kind: str, shards: dict[str, int], setting: bool, output: st
     record, or where it writes while reading, a buffer per open shard, and for tabular input one
     bucket of the rows spilled to disk (transforms.tabular_spill) and a compressing stream per shard."""
     if not lean_writes_while_reading(kind, shards, setting):
-        return input_bytes * (HELD_ROW_BYTES_PER_INPUT_BYTE if kind == "csv" else 1)
+        return input_bytes * (HELD_ROW_BYTES_PER_INPUT_BYTE[LEAN] if kind == "csv" else 1)
     open_shards = sum(shards.values())
     held = open_shards * OPEN_SHARD_BYTES["gs" if is_remote(output) else "local"]
     if kind == "csv":

@@ -4,23 +4,25 @@
 Usage::
 
     python scripts/bench_tabular_memory.py [--sizes 10,25,50] [--gb] [--baseline DIR] [--folder bench/tabular]
-                                           [--docs docs/performance.md]
+                                           [--runners lean,parallel] [--docs docs/performance.md]
 
 Writes a CSV of each size (MB; `--gb` adds 1000) into `--folder` (kept for the next run: the same
 seeded rows, as the bundled sample's columns: an int id, three floats, a count, a category, a
-bool, a label), converts each with `python -m pipeline --kind csv` on the default local runner, one
-process per run, and prints per run: rows, wall time, peak RSS (of its process tree, sampled as
+bool, a label), converts each with `python -m pipeline --kind csv` on each local runner of
+`--runners` (`lean`: the default; `parallel`: `--direct_num_workers 2`), one process per run,
+and prints per run: rows, wall time, peak RSS (of its process tree, sampled as
 scripts/benchmark.py samples it) and the peak the run logged as its estimate
 (pipeline.runners.estimated_peak), with their ratio. `--baseline DIR` runs each CSV
 through another checkout too (one made with `git archive COMMIT | tar -x -C DIR`), side by side.
 A run's time grows with its input: the default sizes take minutes, `--gb` much longer. `--docs PATH`
-also writes the table into that markdown page's block `tabular-memory`, with this command and the
-machine (bench_docs).
+also writes the table into that markdown page's block `tabular-memory` (`tabular-memory-parallel`
+for `--runners parallel`, and so on), with this command and the machine (bench_docs).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import random
@@ -40,8 +42,8 @@ ESTIMATE = re.compile(r"estimated peak ([0-9.]+) GB")
 WRITTEN = re.compile(r"written (\d+)")
 HEADER = "id,x1,x2,x3,count,category,flag,label\n"
 CATEGORIES = ("alpha", "beta", "gamma", "delta")
-ROW = "{:>8} {:>10} {:>8} {:>8} {:>11} {:>11} {:>8}"
-HEADINGS = ("input MB", "rows", "checkout", "wall s", "peak RSS MB", "estimate MB", "est/peak")
+ROW = "{:>8} {:>10} {:>8} {:>8} {:>8} {:>11} {:>11} {:>8}"
+HEADINGS = ("input MB", "rows", "checkout", "runner", "wall s", "peak RSS MB", "estimate MB", "est/peak")
 DOCS_BLOCK = "tabular-memory"
 
 
@@ -69,12 +71,16 @@ def make_csv(path: str, megabytes: int) -> None:
     os.replace(temporary, path)
 
 
-def measured_run(checkout: str, csv_path: str, output: str) -> dict:
+RUNNER_FLAGS = {"lean": [], "parallel": ["--direct_num_workers", "2"]}
+
+
+def measured_run(checkout: str, csv_path: str, output: str, runner: str = "lean") -> dict:
     """Converts `csv_path` with the pipeline of `checkout` in a new process: its wall time, peak
     RSS (bench_measure's sampler, as scripts/benchmark.py measures: a child's getrusage high-water
     mark would include this process, whose memory a fork copies before the exec), logged estimate
     and records written."""
     command = [sys.executable, "-m", "pipeline", "--kind", "csv", "--input", csv_path, "--output", output]
+    command += RUNNER_FLAGS[runner]
     env = dict(os.environ, PYTHONPATH=checkout)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
@@ -105,6 +111,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--gb", action="store_true", help="add a 1000 MB CSV (a long run)")
     parser.add_argument("--baseline", help="another checkout whose pipeline converts each CSV too, side by side")
     parser.add_argument("--folder", default=os.path.join(REPO_ROOT, "bench", "tabular"), help="where the CSVs are kept")
+    parser.add_argument(
+        "--runners", default="lean", help=f"local runners, comma-separated, of {sorted(RUNNER_FLAGS)} (default lean)"
+    )
     parser.add_argument("--docs", help=f"also write the table into this markdown page's block {DOCS_BLOCK}")
     return parser.parse_args(argv)
 
@@ -114,8 +123,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",") if size] + ([1000] if args.gb else [])
     checkouts = [("this", REPO_ROOT)] + ([("baseline", os.path.abspath(args.baseline))] if args.baseline else [])
+    block = "-".join([DOCS_BLOCK, *(r for r in args.runners.split(",") if args.runners != "lean")])
     if args.docs:
-        check_blocks(args.docs, [DOCS_BLOCK])
+        check_blocks(args.docs, [block])
     os.makedirs(args.folder, exist_ok=True)
     print(ROW.format(*HEADINGS))
     table = []
@@ -126,10 +136,10 @@ def main(argv=None) -> int:
             _LOG.info("writing %s", csv_path)
             os.makedirs(folder, exist_ok=True)
             make_csv(csv_path, size)
-        for name, checkout in checkouts:
+        for (name, checkout), runner in itertools.product(checkouts, args.runners.split(",")):
             output = tempfile.mkdtemp(prefix="bench-tabular-")
             try:
-                run = measured_run(checkout, csv_path, os.path.join(output, "ds"))
+                run = measured_run(checkout, csv_path, os.path.join(output, "ds"), runner)
             finally:
                 shutil.rmtree(output, ignore_errors=True)
             ratio = run["estimate_mb"] / run["peak_mb"]
@@ -137,6 +147,7 @@ def main(argv=None) -> int:
                 size,
                 run["rows"],
                 name,
+                runner,
                 f"{run['wall_s']:.1f}",
                 f"{run['peak_mb']:.0f}",
                 f"{run['estimate_mb']:.0f}",
@@ -146,7 +157,7 @@ def main(argv=None) -> int:
             table.append(row)
     if args.docs:
         command = invoked_command(__file__, sys.argv[1:] if argv is None else argv)
-        write_tables(args.docs, {DOCS_BLOCK: markdown_table(HEADINGS, table, "rrlrrrr")}, command)
+        write_tables(args.docs, {block: markdown_table(HEADINGS, table, "rrllrrrr")}, command)
     return 0
 
 

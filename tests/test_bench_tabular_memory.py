@@ -27,9 +27,9 @@ def test_a_run_reports_its_rows_peak_and_logged_estimate_and_writes_them_into_th
     argv = ["--sizes", "1", "--folder", str(tmp_path), "--docs", str(page)]
     assert bench_tabular_memory.main(argv) == 0
     header, row, wrote = capsys.readouterr().out.splitlines()
-    assert header.split()[:3] == ["input", "MB", "rows"]
-    size, rows, checkout, wall, peak, estimate, ratio = row.split()
-    assert (size, checkout) == ("1", "this")
+    assert header.split()[:5] == ["input", "MB", "rows", "checkout", "runner"]
+    size, rows, checkout, runner, wall, peak, estimate, ratio = row.split()
+    assert (size, checkout, runner) == ("1", "this", "lean")
     assert int(rows) == sum(1 for _ in (tmp_path / "1mb" / "table.csv").open()) - 1
     assert float(wall) > 0 and float(peak) > 50
     assert 0.5 < float(ratio) < 2, "the estimate was found in the log, and is of the right size"

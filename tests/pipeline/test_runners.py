@@ -16,6 +16,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipeline.runners import (
     COMPRESSING_SHARD_BYTES,
+    HELD_ROW_BYTES_PER_INPUT_BYTE,
     LEAN,
     MAX_OPEN_SHARDS,
     OPEN_SHARD_BYTES,
@@ -27,6 +28,7 @@ from pipeline.runners import (
     image_processes,
     lean_held_bytes,
     make_pipeline,
+    parallel_held_bytes,
     pipeline_options,
     refuse_unsafe_options,
     runner_api_round_trip,
@@ -40,16 +42,16 @@ from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from transforms.tabular_spill import bucket_memory
 
 
-def options_runner(beam_args, input_bytes=0):
+def options_runner(beam_args, held_bytes=0):
     """The runner pipeline_options gives these flags, which runner_of (asked before planning, where
     the converting processes are started) must give too."""
-    runner = pipeline_options(beam_args, input_bytes).view_as(StandardOptions).runner
+    runner = pipeline_options(beam_args, held_bytes).view_as(StandardOptions).runner
     assert runner_of(beam_args) == runner
     return runner
 
 
 def test_a_local_run_gets_the_lean_runner_whatever_the_cores():
-    options = pipeline_options([], input_bytes=200_000_000)
+    options = pipeline_options([], held_bytes=200_000_000)
     assert options.view_as(StandardOptions).runner == LEAN
 
 
@@ -74,15 +76,15 @@ def test_a_lean_run_that_writes_while_reading_is_sized_by_its_open_shards(caplog
     tabular = lean_held_bytes("csv", shards, True, "/data/out", 10**15)
     assert tabular == lean_held_bytes("csv", shards, True, "/data/out", 10**9) < 10**9, "rows wait on disk"
     with caplog.at_level(logging.WARNING, logger="pipeline"):
-        options = pipeline_options([], input_bytes=10**15, lean_held_bytes=local)
+        options = pipeline_options([], held_bytes=10**15, lean_held_bytes=local)
     assert options.view_as(StandardOptions).runner == LEAN
     assert "run it on Dataflow" not in caplog.text
     with caplog.at_level(logging.WARNING, logger="pipeline"):
-        pipeline_options([], input_bytes=0, lean_held_bytes=available_memory())
+        pipeline_options([], held_bytes=0, lean_held_bytes=available_memory())
     assert "run it on Dataflow" in caplog.text, "open shards that do not fit warn too"
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="pipeline"):
-        pipeline_options(["--direct_num_workers", "2"], input_bytes=10**15, lean_held_bytes=local)
+        pipeline_options(["--direct_num_workers", "2"], held_bytes=10**15, lean_held_bytes=local)
     assert "run it on Dataflow" in caplog.text, "the parallel runner holds the records whatever the setting"
 
 
@@ -102,7 +104,7 @@ def test_one_worker_asked_for_gets_the_lean_runner(flag):
 
 @pytest.mark.parametrize("workers", ["2", "0"])
 def test_parallel_workers_asked_for_get_the_parallel_runner_whatever_the_input(workers):
-    options = pipeline_options(["--direct_num_workers", workers], input_bytes=10**15)
+    options = pipeline_options(["--direct_num_workers", workers], held_bytes=10**15)
     assert options.view_as(StandardOptions).runner == PARALLEL
     assert options.view_as(DirectOptions).direct_num_workers == int(workers)
     assert options.view_as(DirectOptions).direct_running_mode == "in_memory"
@@ -182,7 +184,7 @@ TIMED_FLUSH = {
 def test_a_timed_flush_is_refused_on_every_runner_before_anything_else(runner, experiments, caplog):
     with caplog.at_level(logging.DEBUG, logger="pipeline"):
         with pytest.raises(UnsafeOptionError, match="dropped silently; drop the experiment"):
-            pipeline_options([*runner, *experiments], input_bytes=10**15)
+            pipeline_options([*runner, *experiments], held_bytes=10**15)
     assert not caplog.records  # refused before the runner is chosen or memory estimated
     with pytest.raises(
         UnsafeOptionError, match=r"data_buffer_time_limit_ms=.*\(TimeBasedBufferingClosableOutputStream"
@@ -359,3 +361,10 @@ def test_only_the_lean_runner_writes_records_while_reading():
 )
 def test_a_job_runs_here_without_a_runner_named(beam_args, here):
     assert runs_here(beam_args) is here
+
+
+def test_the_parallel_runner_is_sized_by_the_rows_it_holds():
+    """Tabular rows held as Python objects cost more than their text (scripts/bench_tabular_memory.py
+    --runners parallel measures it); image records cost about their bytes."""
+    assert parallel_held_bytes("images", 10**9) == 10**9
+    assert parallel_held_bytes("csv", 10**9) == HELD_ROW_BYTES_PER_INPUT_BYTE[PARALLEL] * 10**9 > 10**9
