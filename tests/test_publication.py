@@ -122,9 +122,9 @@ def drop_one_record(monkeypatch, tmp_path) -> list[str]:
     shard where it is made: test_a_record_missing_from_its_part_fails_the_run)."""
     original = pipeline.build.WriteSplits
 
-    def lossy(records, output, shards, compression):
+    def lossy(records, output, shards, compression, file_format):
         kept = records | "LoseOne" >> beam.Filter(lambda r: LOST not in r.data)
-        return kept | "Write" >> original(output, shards, compression)
+        return kept | "Write" >> original(output, shards, compression, file_format)
 
     monkeypatch.setattr(pipeline.build, "WriteSplits", beam.ptransform_fn(lossy))
     config = tmp_path / "write_to_tfrecord.yaml"
