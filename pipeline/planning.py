@@ -8,9 +8,8 @@ ranges side by side (core.range_listing); and an image CSV's rows are kept as a 
 (pipeline.image_csv_plan).
 
 The job lists again inside the pipeline (so its graph stays the same size for 10 or 10 million
-files); both sides classify with the same pure functions in `transforms.sources`. A job that runs
-in this process takes the planner's classified listing of class folders instead
-(`transforms.listing_handover`).
+files); both sides classify with `transforms.sources.ClassFolders`. A job that runs in this
+process takes the planner's classified listing of class folders instead (`transforms.listing_handover`).
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ from transforms import listing_handover, progress
 from transforms.csv_dialect import CsvDialect, DialectError
 from transforms.csv_records import WHOLE_CSV, CsvPart, CsvRecords
 from transforms.outcomes import DeadLetter, Source
-from transforms.sources import CsvRow, Roots, classify_listed, image_csv_rows, printable_path
+from transforms.sources import ClassFolders, CsvRow, Roots, image_csv_rows, printable_path
 from transforms.tabular import MAX_COLUMNS, hidden_match, read_header, shown
 
 _LOG = logging.getLogger(__name__)
@@ -96,13 +95,13 @@ HAND_OVER_LIMIT = 200_000  # classified entries kept for a job in this process; 
 
 
 def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedInput:
-    extensions = frozenset(config.image.extensions)
+    classify = ClassFolders(root, config.image.extensions, config.split_fractions).listed
     split_bytes = {name: 0 for name in config.splits}
     labels, sources, digest = set(), 0, ListingDigest()
     kept: list | None = [] if hand_over else None
     listing = progress.Phase("listing", "files")
     for entry in progress.counted(storage.list_below(root, config.listing_threads), listing):
-        outcome = classify_listed(root, entry, extensions, config.split_fractions)
+        outcome = classify(entry)
         if kept is not None:
             kept.append(outcome)
             if len(kept) > HAND_OVER_LIMIT:  # memory stays bounded: the job lists again

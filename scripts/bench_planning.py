@@ -6,8 +6,8 @@ Usage::
 
     python scripts/bench_planning.py [--sizes 10000,100000] [--folders 1000] [--latencies 0,0.1]
                                      [--kinds images,image_csv,one_folder] [--threads 1,default]
-                                     [--json out.json]
-                                     [--docs docs/performance.md]
+                                     [--baseline DIR] [--repeats 1]
+                                     [--json out.json] [--docs docs/performance.md]
 
 For each size, a GCS stand-in (tests/gcs_list_stand_in.py, a loopback server in this process)
 serves a synthetic bucket of that many objects, ``gs://bench/images/class<f>/img<i>.jpg`` in
@@ -24,12 +24,17 @@ configs/ with the input overridden:
   stand-in), which more than one listing thread lists in name ranges side by side.
 
 Per run it prints: the time ``make_plan`` took (``plan s``) and its speed-up over one listing
-thread; the CPU seconds (user + system) of ``make_plan`` and of the whole subprocess (imports
-included); the subprocess' peak RSS after its imports and at its end (its own VmHWM); the
-list requests the stand-in answered and the most it held in flight at once (its counters, read
-here after the subprocess exits: the server runs in this process, so its CPU is not the
-subprocess'); and a check: every object planned, and the same listing fingerprint in every run
-of the kind and size.
+thread; the CPU seconds (user + system) of ``make_plan``, per object (``plan CPU µs/object``), and
+of the whole subprocess (imports included); the subprocess' peak RSS after its imports and at its
+end (its own VmHWM); the list requests the stand-in answered and the most it held in flight at
+once (its counters, read here after the subprocess exits: the server runs in this process, so its
+CPU is not the subprocess'); and a check: every object planned, and the same plan (listing
+fingerprint, bytes per split, labels) in every run of the kind and size.
+
+``--baseline DIR`` plans each run with another checkout's planner too (one made with
+``git archive COMMIT | tar -x -C DIR``), the two taking turns, so both see the same load; the
+check then also says whether both planned alike. ``--repeats N`` runs each N times (taking turns
+again) and prints the medians of the times.
 
 Then an estimate of Dataflow's cost per million images: vCPU-hours at a per-core conversion
 rate, the memory those workers hold, and the shuffle of each record once (about its input
@@ -49,6 +54,7 @@ import argparse
 import csv
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -83,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--threads", type=lambda t: t.split(","), default="1,default", help="listing_threads settings compared"
     )
+    parser.add_argument("--baseline", help="another checkout whose planner plans each run too, taking turns")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each, taking turns; the medians are shown")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed per run")
     parser.add_argument("--json", default=None, help="also write every figure as JSON to this path")
     parser.add_argument("--docs", default=None, help="also write both tables into this markdown page's blocks")
@@ -100,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     parser.add_argument("--listing_threads", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--checkout", default=REPO_ROOT, help=argparse.SUPPRESS)
     return parser
 
 
@@ -115,6 +124,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"unknown kind(s) {sorted(unknown)}; choose from {','.join(KINDS)}")
     if any(t != "default" and not t.isdigit() for t in args.threads):
         parser.error("--threads: whole numbers or `default`")
+    if args.repeats < 1:
+        parser.error("--repeats: at least 1")
+    if args.baseline and not os.path.isdir(os.path.join(args.baseline, "pipeline")):
+        parser.error(f"--baseline {args.baseline}: not a checkout (no pipeline/ in it)")
     return args
 
 
@@ -130,14 +143,16 @@ def _peak_rss_mb() -> float:
 
 
 def worker(args: argparse.Namespace) -> int:
-    """Plans `args.input` as kind `args.worker` and prints the figures as a tagged JSON line."""
+    """Plans `args.input` as kind `args.worker` with the planner of `args.checkout` and prints the
+    figures as a tagged JSON line."""
     import resource
 
+    sys.path.insert(0, args.checkout)  # before this checkout's (PYTHONPATH): nothing of either is imported yet
     from pipeline.config import load_config
     from pipeline.planning import make_plan
 
     overrides = {"input": args.input, "output": args.output, "listing_threads": args.listing_threads}
-    config = load_config(os.path.join(REPO_ROOT, "configs", f"{CONFIGS[args.worker]}.yaml"), overrides)
+    config = load_config(os.path.join(args.checkout, "configs", f"{CONFIGS[args.worker]}.yaml"), overrides)
     rss_before, before = _peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
     plan = make_plan(config)
@@ -150,6 +165,8 @@ def worker(args: argparse.Namespace) -> int:
         "sources": plan.listing.sources,
         "bytes": plan.listing.bytes,
         "fingerprint": plan.listing.fingerprint,
+        "split_bytes": plan.split_bytes,
+        "labels": len(plan.label_map),
     }
     print(RESULT_TAG + json.dumps(result), flush=True)
     return 0
@@ -169,11 +186,11 @@ def write_csv(gcs, folder: str) -> str:
     return path
 
 
-def run_one(gcs, kind: str, source: str, threads: int, folder: str, timeout: float) -> dict:
-    """One planning subprocess, measured, with the stand-in's counters for it."""
+def run_one(gcs, kind: str, source: str, threads: int, folder: str, timeout: float, checkout: str) -> dict:
+    """One planning subprocess, with `checkout`'s planner, measured, with the stand-in's counters for it."""
     gcs.reset()
     log_dir = tempfile.mkdtemp(prefix=f"{kind}-{threads}-", dir=folder)
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--input", source]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--input", source, "--checkout", checkout]
     cmd += ["--listing_threads", str(threads), "--output", os.path.join(folder, "out")]
     measured = run_measured(cmd, log_dir, timeout)
     row = {
@@ -210,44 +227,75 @@ def _runs_against(gcs, args, kinds: list[str], thread_settings: list[int], folde
     sources = {"images": f"gs://{BUCKET}/{ROOT}", "one_folder": f"gs://{BUCKET}/{ROOT}"}
     if "image_csv" in kinds:
         sources["image_csv"] = write_csv(gcs, folder)
+    checkouts = [("this", REPO_ROOT)] + ([("baseline", os.path.abspath(args.baseline))] if args.baseline else [])
     for latency in args.latencies:
         gcs.page_latency = latency
         for kind in kinds:
             for threads in thread_settings:
-                row = {"kind": kind, "objects": gcs.objects, "latency_s": latency, "threads": threads}
-                row.update(run_one(gcs, kind, sources[kind], threads, folder, args.timeout))
-                print(f"  {_progress(row)}", file=sys.stderr, flush=True)
-                rows.append(row)
+                runs: dict[str, list[dict]] = {name: [] for name, _ in checkouts}
+                for _ in range(args.repeats):  # the checkouts take turns, so that both see the same load
+                    for name, checkout in checkouts:
+                        row = {"kind": kind, "objects": gcs.objects, "latency_s": latency, "threads": threads}
+                        row["checkout"] = name
+                        row.update(run_one(gcs, kind, sources[kind], threads, folder, args.timeout, checkout))
+                        print(f"  {_progress(row)}", file=sys.stderr, flush=True)
+                        runs[name].append(row)
+                rows += [medians(runs[name]) for name, _ in checkouts]
     return rows
 
 
+TIMES = ("plan_s", "plan_cpu_s", "process_cpu_s", "process_wall_s")  # what --repeats takes the medians of
+
+
+def medians(runs: list[dict]) -> dict:
+    """The last of `runs` with the medians of their times (a failed run's row, if any failed)."""
+    failed = [row for row in runs if "failed" in row]
+    if failed:
+        return failed[0]
+    row = dict(runs[-1], repeats=len(runs))
+    row.update({key: statistics.median(run[key] for run in runs) for key in TIMES})
+    return row
+
+
 def check(rows: list[dict]) -> None:
-    """Each row's `check`: its run planned every object, with the fingerprint every other run of
-    its kind and size found."""
-    first: dict[tuple, str] = {}
+    """Each row's `check`: its run planned every object, with the plan (fingerprint, bytes per
+    split, labels) every other run of its kind and size found, whichever checkout planned it."""
+    first: dict[tuple, tuple] = {}
     for row in rows:
         key = (row["kind"], row["objects"])
         if "failed" in row:
             row["check"] = "FAILED"
         elif row["sources"] != row["objects"]:
             row["check"] = f"WRONG: {row['sources']} sources"
-        elif first.setdefault(key, row["fingerprint"]) != row["fingerprint"]:
-            row["check"] = "WRONG: another fingerprint"
+        elif first.setdefault(key, _plan_of(row)) != _plan_of(row):
+            row["check"] = "WRONG: another plan"
         else:
             row["check"] = "ok"
 
 
-def _speed_ups(rows: list[dict]) -> None:
-    serial = {(r["kind"], r["objects"], r["latency_s"]): r.get("plan_s") for r in rows if r["threads"] == 1}
+def _plan_of(row: dict) -> tuple:
+    return row["fingerprint"], row["split_bytes"], row["labels"]
+
+
+def _per_object(rows: list[dict]) -> None:
     for row in rows:
-        base = serial.get((row["kind"], row["objects"], row["latency_s"]))
+        row["plan_cpu_us"] = row["plan_cpu_s"] / row["objects"] * 1e6 if "plan_cpu_s" in row else None
+
+
+def _speed_ups(rows: list[dict]) -> None:
+    def case(r):
+        return r["kind"], r["objects"], r["latency_s"], r["checkout"]
+
+    serial = {case(r): r.get("plan_s") for r in rows if r["threads"] == 1}
+    for row in rows:
+        base = serial.get(case(row))
         row["speed_up"] = base / row["plan_s"] if base and row.get("plan_s") else None
 
 
 def _progress(row: dict) -> str:
     plan = f"{row['plan_s']:.2f} s" if "plan_s" in row else "failed"
     where = f"{row['objects']:,} objects, {row['latency_s'] * 1000:.0f} ms a page, {row['threads']} thread(s)"
-    return f"{row['kind']}, {where}: {plan}"
+    return f"{row['kind']}, {where}, {row['checkout']} checkout: {plan}"
 
 
 _COLUMNS = (  # heading, key, format
@@ -258,6 +306,7 @@ _COLUMNS = (  # heading, key, format
     ("plan s", "plan_s", "{:.2f}"),
     ("vs 1", "speed_up", "{:.2f}x"),
     ("plan CPU s", "plan_cpu_s", "{:.2f}"),
+    ("plan CPU µs/object", "plan_cpu_us", "{:.1f}"),
     ("process CPU s", "process_cpu_s", "{:.2f}"),
     ("RSS after imports MB", "rss_after_imports_mb", "{:.0f}"),
     ("peak RSS MB", "peak_rss_mb", "{:.0f}"),
@@ -268,7 +317,10 @@ _COLUMNS = (  # heading, key, format
 
 
 def runs_table(rows: list[dict]) -> str:
-    """Every run as a markdown table."""
+    """Every run as a markdown table; with a baseline, which checkout planned it too."""
+    columns = _COLUMNS
+    if any(row["checkout"] != "this" for row in rows):
+        columns = (*_COLUMNS[:4], ("checkout", "checkout", "{}"), *_COLUMNS[4:])
 
     def cell(row, key, spec):
         value = row.get(key)
@@ -276,9 +328,9 @@ def runs_table(rows: list[dict]) -> str:
             return "-"
         return spec.format(value * 1000 if key == "latency_s" else value)
 
-    align = "".join("l" if key in ("kind", "check") else "r" for _, key, _ in _COLUMNS)
-    cells = [[cell(row, key, spec) for _, key, spec in _COLUMNS] for row in rows]
-    return markdown_table([heading for heading, _, _ in _COLUMNS], cells, align)
+    align = "".join("l" if key in ("kind", "checkout", "check") else "r" for _, key, _ in columns)
+    cells = [[cell(row, key, spec) for _, key, spec in columns] for row in rows]
+    return markdown_table([heading for heading, _, _ in columns], cells, align)
 
 
 def print_failures(rows: list[dict]) -> None:
@@ -350,15 +402,19 @@ def main(argv: list[str] | None = None) -> int:
     thread_settings = [default if t == "default" else int(t) for t in args.threads]
     machine = this_machine()
     print(f"planning benchmark: {machine}; listing_threads default {default}", file=sys.stderr)
-    rows = []
+    rows, load_before = [], os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-planning-") as folder:
         for objects in args.sizes:
             rows += run_size(args, objects, thread_settings, folder)
+    load = " ".join(f"{before:.2f}/{after:.2f}" for before, after in zip(load_before, os.getloadavg(), strict=True))
     check(rows)
+    _per_object(rows)
     _speed_ups(rows)
-    print(f"Planning against the GCS stand-in, {args.folders:,} class folders (one_folder: 1); {machine}")
+    repeats = f"; medians of {args.repeats} runs each" if args.repeats > 1 else ""
+    print(f"Planning against the GCS stand-in, {args.folders:,} class folders (one_folder: 1){repeats}; {machine}")
     table = runs_table(rows)
     print(table)
+    print(f"Load average (1, 5, 15 min), before/after: {load}")
     print_failures(rows)
     cost = dataflow_cost(args)
     print_cost(args, cost)

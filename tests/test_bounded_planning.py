@@ -4,6 +4,7 @@ in-memory resolution of the same rows, on generated cases."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
 import tempfile
@@ -23,7 +24,7 @@ from pipeline.listing_digest import ListingDigest
 from pipeline.planning import make_plan
 from tests.image_csv_outcomes import parse_image_csv
 from transforms.outcomes import Source
-from transforms.sources import ListClassFolders, Roots, classify_listed
+from transforms.sources import ClassFolders, ListClassFolders, Roots
 
 names = st.text(st.characters(codec="utf-8", exclude_characters="\t\n\0"), min_size=1, max_size=12)
 entries = st.lists(
@@ -67,6 +68,27 @@ def test_an_unlisted_entry_counts_apart_from_a_file_of_its_name():
     unlisted = ListingDigest()
     unlisted.add_unlisted("a/b")
     assert unlisted.fingerprint != fingerprint([("a/b", 0, 0)]) != ListingDigest().fingerprint
+
+
+def test_the_fingerprint_of_a_listing_stays_what_it_was():
+    """Pinned: a published version's fingerprint must still match its unchanged input, or every
+    refresh would convert it again."""
+    digest = ListingDigest()
+    digest.add("gs://b/in/cat/1.jpg", 54321, 1735702045.345)
+    digest.add("/d/in/cat/é.png", 0, 1700000000.0)
+    digest.add(os.fsdecode(b"/d/in/cat/bad\xff.jpg"), 2**40, 1e-07)
+    digest.add("/d/in/dog/2.jpg", 7, 1735689600)
+    digest.add_unlisted("/d/in/locked")
+    assert digest.fingerprint == "set-sha256:05f6174d582cea81a3f199567677d5dd9c46a15216d15b50129b21f52964dc64"
+
+
+@given(entries)
+def test_the_fingerprint_sums_each_entry_line_s_sha256(listing):
+    """The method the fingerprint's prefix names: each entry's line `path<TAB>size<TAB>mtime<LF>`
+    hashed, the digests added modulo 2**256, whatever the listing's size."""
+    lines = [f"{path}\t{size}\t{mtime}\n".encode("utf-8", "surrogateescape") for path, size, mtime in listing]
+    total = sum(int.from_bytes(hashlib.sha256(line).digest(), "big") for line in lines) % 2**256
+    assert fingerprint(listing) == f"set-sha256:{total:064x}"
 
 
 # --- listing side by side
@@ -226,7 +248,8 @@ def test_the_job_lists_gs_class_folders_folder_by_folder_as_the_planner_does(gcs
     for name in names:
         gcs_emulator.upload_bytes(f"gs://{gcs_bucket}/{name}", name.encode())
     root, extensions = f"gs://{gcs_bucket}/in", frozenset({".jpg", ".png"})
-    expected = [classify_listed(root, e, extensions, FRACTIONS) for e in storage.list_below(root, threads=4)]
+    classify = ClassFolders(root, extensions, FRACTIONS)
+    expected = [classify.listed(e) for e in storage.list_below(root, threads=4)]
     assert len(expected) == len(names)
     with TestPipeline() as p:
         listed = p | ListClassFolders(root, extensions, FRACTIONS)

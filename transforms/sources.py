@@ -46,7 +46,7 @@ from transforms import listing_handover, progress
 from transforms.counting import counter
 from transforms.csv_records import CsvPart, CsvRecords, unreadable_row
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Skipped, Source
-from transforms.splits import assign_split, check_split_name
+from transforms.splits import SplitAssigner, assign_split, check_split_name
 
 Outcome = Source | Skipped | DeadLetter
 
@@ -63,8 +63,11 @@ _UNASSIGNED = {"", "unassigned"}
 
 
 def extension_of(path: str) -> str:
-    """Lower-case extension ('.jpg'), or '' for names like '.DS_Store' and 'README'."""
-    return posixpath.splitext(posixpath.basename(path))[1].lower()
+    """Lower-case extension ('.jpg'), or '' for names like '.DS_Store' and 'README': as
+    posixpath.splitext finds it in the base name, without its calls (once per listed file)."""
+    name = path[path.rfind("/") + 1 :]
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot > 0 and name[:dot].lstrip(".") else ""
 
 
 def relative_key(root: str, path: str) -> str:
@@ -78,6 +81,8 @@ def relative_key(root: str, path: str) -> str:
 def printable_path(path: str) -> str:
     """The path as text that can be written anywhere: bytes of a non-UTF-8 name (which Python
     carries as surrogate escapes) as \\xNN."""
+    if path.isascii():  # most names: nothing to escape, and no encoding round trip
+        return path
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
@@ -89,39 +94,46 @@ def is_hidden(key: str) -> bool:
     return key.startswith(".") or "/." in key
 
 
-def classify_folder_entry(
-    root: str, path: str, extensions: frozenset[str], fractions: Sequence[tuple[str, float]]
-) -> Outcome:
-    """A file below `root`: an image in a class folder is a Source labelled by its first
-    folder; a hidden file, or one below a hidden folder, and a non-image file are skipped; an
-    image directly in `root` cannot be labelled; an image whose path is not valid UTF-8
-    (possible on local disk) is a dead letter naming it with the bytes escaped, since neither
-    its label, its split hash nor `image/filename` can be text."""
-    key = relative_key(root, path)
-    shown = printable_path(path)
-    if is_hidden(key):
-        return Skipped(shown, HIDDEN)
-    extension = extension_of(shown)
-    if extension not in extensions:
-        return Skipped(shown, extension or "(none)")
-    if shown != path:
-        return DeadLetter(shown, "list", "file name is not valid UTF-8")
-    if "/" not in key:
-        return DeadLetter(path, "label", "image is directly in the input folder, not in a class sub-folder <label>/")
-    return Source(path, key, key.split("/", 1)[0], assign_split(key, fractions))
+class ClassFolders:
+    """Classifies what a listing of class folders below `root` finds, for the planner and the job
+    alike; what every entry shares (the extensions, the split bounds) is worked out once, as a
+    listing may hold millions of entries."""
 
+    def __init__(self, root: str, extensions: Iterable[str], fractions: Sequence[tuple[str, float]]) -> None:
+        self.root = root
+        self._extensions = frozenset(extensions)
+        self._split = SplitAssigner(fractions)
 
-def classify_listed(
-    root: str, entry: FileMetadata | storage.Unlisted, extensions: frozenset[str], fractions
-) -> Outcome:
-    """What the listing found: a file (classify_folder_entry), or something below `root` it could
-    not list (an unreadable folder, a link it does not follow), which is a dead letter naming it
-    unless it is hidden (skipped, as everything below a hidden folder is)."""
-    if isinstance(entry, storage.Unlisted):
-        if is_hidden(relative_key(root, entry.path)):
-            return Skipped(printable_path(entry.path), HIDDEN)
-        return DeadLetter(printable_path(entry.path), "list", entry.reason)
-    return classify_folder_entry(root, entry.path, extensions, fractions)
+    def file(self, path: str) -> Outcome:
+        """A file below `root`: an image in a class folder is a Source labelled by its first
+        folder; a hidden file, or one below a hidden folder, and a non-image file are skipped; an
+        image directly in `root` cannot be labelled; an image whose path is not valid UTF-8
+        (possible on local disk) is a dead letter naming it with the bytes escaped, since neither
+        its label, its split hash nor `image/filename` can be text."""
+        key = relative_key(self.root, path)
+        shown = printable_path(path)
+        if is_hidden(key):
+            return Skipped(shown, HIDDEN)
+        extension = extension_of(shown)
+        if extension not in self._extensions:
+            return Skipped(shown, extension or "(none)")
+        if shown != path:
+            return DeadLetter(shown, "list", "file name is not valid UTF-8")
+        label_end = key.find("/")
+        if label_end < 0:
+            reason = "image is directly in the input folder, not in a class sub-folder <label>/"
+            return DeadLetter(path, "label", reason)
+        return Source(path, key, key[:label_end], self._split(key))
+
+    def listed(self, entry: FileMetadata | storage.Unlisted) -> Outcome:
+        """What the listing found: a file (`file`), or something below `root` it could not list
+        (an unreadable folder, a link it does not follow), which is a dead letter naming it
+        unless it is hidden (skipped, as everything below a hidden folder is)."""
+        if isinstance(entry, storage.Unlisted):
+            if is_hidden(relative_key(self.root, entry.path)):
+                return Skipped(printable_path(entry.path), HIDDEN)
+            return DeadLetter(printable_path(entry.path), "list", entry.reason)
+        return self.file(entry.path)
 
 
 def resolve_uri(base_dir: str, uri: str) -> str:
@@ -459,20 +471,18 @@ JOB_LISTING = "listing in the job"  # the progress phase of a listing the job ma
 
 
 class _ClassifyListed(_Route):
-    """Routes what a listing of class folders below `root` finds, classified (classify_listed),
+    """Routes what a listing of class folders below `root` finds, classified (ClassFolders.listed),
     with its Sources in lists; each entry counts into `listing` (the steps of one listing share it)."""
 
     def __init__(self, root, extensions, fractions, listing: progress.Phase | None = None):
         super().__init__()
-        self._args = (root, frozenset(extensions), tuple(fractions))
+        self._classify = ClassFolders(root, extensions, fractions)
         self._listing = listing or progress.Phase(JOB_LISTING, "files")
 
     def routed(self, entries):
-        root, extensions, fractions = self._args
+        listed = self._classify.listed
         entries = progress.counted(entries, self._listing)
-        yield from in_lists(
-            o for entry in entries for o in self.route(classify_listed(root, entry, extensions, fractions))
-        )
+        yield from in_lists(o for entry in entries for o in self.route(listed(entry)))
 
 
 class _ListInputFolder(_ClassifyListed):
@@ -490,7 +500,7 @@ class _ListInputFolder(_ClassifyListed):
         if outcomes is not None:
             yield from in_lists(o for outcome in outcomes for o in self.route(outcome))
             return
-        direct, folders = storage.split_listing(self._args[0])
+        direct, folders = storage.split_listing(self._classify.root)
         yield from self.routed(direct)
         for folder in folders:
             yield beam.pvalue.TaggedOutput(FOLDERS, folder)

@@ -32,10 +32,24 @@ def assign_split(key: str, fractions: Sequence[tuple[str, float]]) -> str:
     `fractions` is an ordered sequence of (name, fraction) summing to 1; the order is part of the
     contract (config order), so adding a split at the end moves as few sources as possible.
     """
-    point = hash_fraction(key)
-    cumulative = 0.0
-    for name, fraction in fractions:
-        cumulative += fraction
-        if point < cumulative:
-            return name
-    return fractions[-1][0]
+    return SplitAssigner(fractions)(key)
+
+
+class SplitAssigner:
+    """assign_split for one `fractions`, with the cumulative bounds summed once: a listing assigns
+    millions of keys the same way."""
+
+    def __init__(self, fractions: Sequence[tuple[str, float]]) -> None:
+        bounds, cumulative = [], 0.0
+        for name, fraction in fractions:
+            cumulative += fraction
+            bounds.append((cumulative, name))
+        self._bounds = tuple(bounds)
+        self._last = fractions[-1][0]
+
+    def __call__(self, key: str) -> str:
+        point = hash_fraction(key)
+        for bound, name in self._bounds:
+            if point < bound:
+                return name
+        return self._last

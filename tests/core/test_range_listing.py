@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from core import storage
 from core.range_listing import MAX_NAME_BYTES, NameRange, pieces_of, split_points
 from tests.gcs_list_stand_in import ListStandIn
-from transforms.sources import ListClassFolders, classify_listed
+from transforms.sources import ClassFolders, ListClassFolders
 
 FOLDER = "in/f/"
 _CHARS = "0a/ü€.~\ud7ff\ue000\U0001f600\U0010ffff"
@@ -96,7 +96,8 @@ def test_a_flat_folder_is_listed_with_many_requests_in_flight(gcs):
 def test_the_job_lists_a_folder_in_ranges_what_the_planner_lists(gcs):
     gcs.serve(sorted([f"{FOLDER}{i:03d}.jpg" for i in range(40)] + ["in/g/a.png", "in/top.jpg", "in/f/.h/x.jpg"]))
     root, extensions = "gs://b/in", frozenset({".jpg", ".png"})
-    expected = [classify_listed(root, e, extensions, FRACTIONS) for e in storage.list_below(root, threads=4)]
+    classify = ClassFolders(root, extensions, FRACTIONS)
+    expected = [classify.listed(e) for e in storage.list_below(root, threads=4)]
     assert len(expected) == 43
     with TestPipeline() as p:
         listed = p | ListClassFolders(root, extensions, FRACTIONS, threads=4)

@@ -21,7 +21,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from core import storage
 from transforms import listing_handover
 from transforms.outcomes import DeadLetter, Skipped, Source
-from transforms.sources import ListClassFolders, classify_folder_entry, classify_listed, printable_path
+from transforms.sources import ClassFolders, ListClassFolders, printable_path
 
 EXTENSIONS = frozenset({".jpg", ".png"})
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
@@ -44,7 +44,8 @@ def _tree(root: pathlib.Path) -> pathlib.Path:
 
 
 def _outcomes(root: pathlib.Path) -> list:
-    return [classify_listed(str(root), e, EXTENSIONS, FRACTIONS) for e in storage.list_below(str(root))]
+    classify = ClassFolders(str(root), EXTENSIONS, FRACTIONS)
+    return [classify.listed(e) for e in storage.list_below(str(root))]
 
 
 def test_list_below_lists_every_file_like_match(tmp_path):
@@ -70,7 +71,7 @@ def test_non_utf8_image_name_is_a_dead_letter_naming_the_file(tmp_path):
     for o in outcomes:  # every outcome can be written as UTF-8 text
         (o.uri if isinstance(o, Source) else o.source).encode("utf-8")
     assert printable_path("/d/ok/é.jpg") == "/d/ok/é.jpg"
-    assert classify_folder_entry("/d", "/d/cat/é.jpg", EXTENSIONS, FRACTIONS).label == "cat"
+    assert ClassFolders("/d", EXTENSIONS, FRACTIONS).file("/d/cat/é.jpg").label == "cat"
 
 
 def test_what_cannot_be_listed_in_a_hidden_place_is_skipped_as_hidden(tmp_path):
@@ -86,7 +87,7 @@ def test_what_cannot_be_listed_in_a_hidden_place_is_skipped_as_hidden(tmp_path):
         Skipped(str(root / "cat" / ".dangling.jpg"), "(hidden)"),
     ]
     unreadable = storage.Unlisted(str(root / ".Trash-1000"), "cannot list this folder: PermissionError")
-    assert classify_listed(str(root), unreadable, EXTENSIONS, FRACTIONS) == Skipped(unreadable.path, "(hidden)")
+    assert ClassFolders(str(root), EXTENSIONS, FRACTIONS).listed(unreadable) == Skipped(unreadable.path, "(hidden)")
 
 
 def test_links_that_are_not_followed_are_dead_letters(tmp_path):

@@ -1,11 +1,16 @@
 import io
+import os
+import posixpath
 
 import apache_beam as beam
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.image_csv_outcomes import parse_image_csv
 from transforms.outcomes import DEAD_LETTERS, DeadLetter, Skipped, Source
-from transforms.sources import SOURCES_PER_LIST, classify_folder_entry, extension_of, in_lists
+from transforms.sources import SOURCES_PER_LIST, ClassFolders, extension_of, in_lists, is_hidden, printable_path
+from transforms.splits import assign_split
 
 EXTENSIONS = frozenset({".jpg", ".jpeg", ".png"})
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
@@ -19,13 +24,11 @@ def test_extension_of(path, expected):
 
 
 def test_classify_folder_entries():
-    image = classify_folder_entry("gs://b/root", "gs://b/root/cat/sub/1.JPEG", EXTENSIONS, FRACTIONS)
+    image = ClassFolders("gs://b/root", EXTENSIONS, FRACTIONS).file("gs://b/root/cat/sub/1.JPEG")
     assert isinstance(image, Source) and image.label == "cat" and image.key == "cat/sub/1.JPEG"
-    assert classify_folder_entry("/d", "/d/cat/.DS_Store", EXTENSIONS, FRACTIONS) == Skipped(
-        "/d/cat/.DS_Store", "(hidden)"
-    )
-    assert classify_folder_entry("/d", "/d/cat/notes.txt", EXTENSIONS, FRACTIONS) == Skipped("/d/cat/notes.txt", ".txt")
-    stray = classify_folder_entry("/d", "/d/stray.jpg", EXTENSIONS, FRACTIONS)
+    assert ClassFolders("/d", EXTENSIONS, FRACTIONS).file("/d/cat/.DS_Store") == Skipped("/d/cat/.DS_Store", "(hidden)")
+    assert ClassFolders("/d", EXTENSIONS, FRACTIONS).file("/d/cat/notes.txt") == Skipped("/d/cat/notes.txt", ".txt")
+    stray = ClassFolders("/d", EXTENSIONS, FRACTIONS).file("/d/stray.jpg")
     assert isinstance(stray, DeadLetter) and stray.stage == "label"
 
 
@@ -41,21 +44,19 @@ def test_classify_folder_entries():
 )
 def test_hidden_files_and_everything_in_hidden_folders_are_skipped(key):
     for root in ("/d", "gs://b/root"):
-        assert classify_folder_entry(root, f"{root}/{key}", EXTENSIONS, FRACTIONS) == Skipped(
-            f"{root}/{key}", "(hidden)"
-        )
+        assert ClassFolders(root, EXTENSIONS, FRACTIONS).file(f"{root}/{key}") == Skipped(f"{root}/{key}", "(hidden)")
 
 
 def test_a_hidden_input_folder_is_read_like_any_other():
-    image = classify_folder_entry("/home/me/.cache/data", "/home/me/.cache/data/cat/1.jpg", EXTENSIONS, FRACTIONS)
+    image = ClassFolders("/home/me/.cache/data", EXTENSIONS, FRACTIONS).file("/home/me/.cache/data/cat/1.jpg")
     assert isinstance(image, Source) and image.label == "cat"
-    image = classify_folder_entry("/d", "/d/cat/1.x.jpg", EXTENSIONS, FRACTIONS)
+    image = ClassFolders("/d", EXTENSIONS, FRACTIONS).file("/d/cat/1.x.jpg")
     assert isinstance(image, Source) and image.key == "cat/1.x.jpg"
 
 
 def test_split_is_the_same_wherever_the_dataset_lives():
-    a = classify_folder_entry("/local/data", "/local/data/cat/1.jpg", EXTENSIONS, FRACTIONS)
-    b = classify_folder_entry("gs://bucket/x", "gs://bucket/x/cat/1.jpg", EXTENSIONS, FRACTIONS)
+    a = ClassFolders("/local/data", EXTENSIONS, FRACTIONS).file("/local/data/cat/1.jpg")
+    b = ClassFolders("gs://bucket/x", EXTENSIONS, FRACTIONS).file("gs://bucket/x/cat/1.jpg")
     assert a.split == b.split and a.key == b.key
 
 
@@ -104,3 +105,29 @@ def test_sources_travel_in_lists_and_everything_else_as_it_comes():
     outputs = list(in_lists([*sources[:3], letter, *sources[3:]]))
     assert outputs[0] is letter  # not held back until a list is full
     assert outputs[1:] == [sources[:SOURCES_PER_LIST], sources[SOURCES_PER_LIST:]]
+
+
+def _paths():
+    """Paths of names with dots and slashes in every place, and names that are not UTF-8 (carried
+    as surrogate escapes, as os.listdir gives them)."""
+    text = st.text(st.sampled_from("./aJ.é"), max_size=12)
+    return st.one_of(text, st.binary(max_size=12).map(os.fsdecode), st.tuples(text, text).map("/".join))
+
+
+@given(_paths())
+def test_extension_of_finds_what_splitext_finds_in_the_base_name(path):
+    assert extension_of(path) == posixpath.splitext(posixpath.basename(path))[1].lower()
+
+
+@given(_paths())
+def test_printable_path_escapes_exactly_the_bytes_that_are_not_utf8(path):
+    assert printable_path(path) == path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+@given(st.lists(st.text(st.sampled_from("ab.é"), max_size=4), min_size=1, max_size=3).map("/".join))
+def test_an_image_below_a_class_folder_is_labelled_by_it_and_split_by_its_key(key):
+    key += ".jpg"
+    outcome = ClassFolders("gs://b/root", EXTENSIONS, FRACTIONS).file(f"gs://b/root/{key}")
+    assert isinstance(outcome, Source) == (not is_hidden(key) and "/" in key)
+    if isinstance(outcome, Source):
+        assert outcome == Source(f"gs://b/root/{key}", key, key.split("/", 1)[0], assign_split(key, FRACTIONS))

@@ -1,12 +1,15 @@
 import collections
+import hashlib
 import os
 import pathlib
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from transforms.splits import assign_split, check_split_name, hash_fraction
+from transforms.splits import SplitAssigner, assign_split, check_split_name, hash_fraction
 
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
 
@@ -58,3 +61,30 @@ def test_appending_a_split_moves_only_sources_into_it():
 def test_bad_split_names(name):
     with pytest.raises(ValueError):
         check_split_name(name)
+
+
+def test_every_split_stays_where_it_was():
+    """Pinned: the splits of 5,000 keys over three fractions (a refresh must not reshuffle)."""
+    fractions = (("train", 0.7), ("validation", 0.2), ("test", 0.1))
+    splits = "".join(assign_split(f"cat/{i:05d}.jpg", fractions) for i in range(5000))
+    assert hashlib.sha256(splits.encode()).hexdigest() == (
+        "77ee602f6aee2eaa4d8753f93694a9c4681abe1033ccb82698458f44509d0a77"
+    )
+
+
+fraction_lists = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.floats(0.01, 1)), min_size=1, max_size=4
+).map(lambda pairs: tuple((name, weight / sum(w for _, w in pairs)) for name, weight in pairs))
+
+
+@given(fraction_lists, st.lists(st.text(max_size=10), max_size=20))
+def test_one_assigner_assigns_as_the_fractions_intervals_say(fractions, keys):
+    assign = SplitAssigner(fractions)
+    for key in keys:
+        point, cumulative, expected = hash_fraction(key), 0.0, fractions[-1][0]
+        for name, fraction in fractions:
+            cumulative += fraction
+            if point < cumulative:
+                expected = name
+                break
+        assert assign(key) == expected
