@@ -162,7 +162,7 @@ def stage(place, dataset: pathlib.Path, publication: FolderPublication):
     return dataclasses.replace(load_manifest(dataset), run=publication.run)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stall_at=st.integers(min_value=1, max_value=60), committed=st.booleans())
 def test_a_stalled_run_never_touches_the_dataset_of_the_run_that_took_over(
     datasets, place, monkeypatch, stall_at, committed
