@@ -4,6 +4,7 @@ runs as written."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -124,3 +125,22 @@ def test_the_quick_start_runs_as_written(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert int(result.stdout.split()[-1]) > 0
+
+
+def test_the_grain_snippet_reads_an_array_record_conversion(tmp_path):
+    """docs/reading.md's Grain snippet, as written, on the sample converted with --format array_record."""
+    reading = (REPO / "docs" / "reading.md").read_text()
+    [snippet] = [block for lang, block in _FENCE.findall(reading) if lang == "python" and "grain" in block]
+    argv = ["--input", str(REPO / "sample" / "images"), "--output", "out/shapes", "--format", "array_record"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for command in ([sys.executable, "-m", "pipeline", *argv], [sys.executable, "-c", snippet + _COUNT_EPOCH]):
+        result = subprocess.run(
+            command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+    records, labels = result.stdout.split()[-2:]
+    assert int(records) == json.loads((tmp_path / "out/shapes/manifest.json").read_text())["splits"]["train"]["records"]
+    assert int(labels) > 1
+
+
+_COUNT_EPOCH = "\nparsed = list(epoch)\nprint(len(parsed), len({int(e['image/class/label']) for e in parsed}))\n"
