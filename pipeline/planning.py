@@ -15,9 +15,11 @@ process takes the planner's classified listing of class folders instead (`transf
 from __future__ import annotations
 
 import collections
+import contextlib
 import csv
 import dataclasses
 import functools
+import gc
 import logging
 import math
 import zlib
@@ -283,6 +285,19 @@ def _first_header(
     raise PlanError(f"no regular file matches {pattern} ({'; '.join(passed_over[:3])}{more})")
 
 
+@contextlib.contextmanager
+def _loaded_objects_frozen():
+    """Planning with the objects alive before it (the imported modules: Beam, google-cloud, ...)
+    left out of Python's full collections: a listing of millions of entries makes its own objects
+    by the million, each of which would otherwise count towards a full collection that walks every
+    loaded object again. They are handed back to the collector when planning ends."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def make_plan(config: Config, hand_over: bool = False, local_files: bool = True) -> Plan:
     """The plan of a run of `config`. `hand_over`: the job will run in this process, so keep the
     planner's classified listing of class folders for its listing step (listing_handover).
@@ -293,7 +308,8 @@ def make_plan(config: Config, hand_over: bool = False, local_files: bool = True)
         "image_csv": functools.partial(_plan_image_csv, local_files=local_files),
         "csv": _plan_tabular,
     }[config.kind]
-    planned = planner(config, source)
+    with _loaded_objects_frozen():
+        planned = planner(config, source)
     shards = {name: shard_count(size, config.sharding) for name, size in planned.split_bytes.items()}
     listing = planned.listing
     _LOG.info("planned %s: %d file(s), %.1f MB; shards %s", source, listing.files, listing.bytes / 1e6, shards)

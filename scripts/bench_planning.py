@@ -33,7 +33,10 @@ fingerprint, bytes per split, labels) in every run of the kind and size.
 
 ``--baseline DIR`` plans each run with another checkout's planner too (one made with
 ``git archive COMMIT | tar -x -C DIR``), the two taking turns, so both see the same load; the
-check then also says whether both planned alike. ``--repeats N`` runs each N times (taking turns
+check then also says whether both planned alike (the fingerprint left out where the baseline makes
+it another way), and ``vs baseline's 1`` is each run's speed-up over the baseline's planner with one
+listing thread. A baseline from before ``listing_threads`` lists one request at a time, so it runs
+once per kind, size and latency, as one thread. ``--repeats N`` runs each N times (taking turns
 again) and prints the medians of the times.
 
 Then an estimate of Dataflow's cost per million images: vCPU-hours at a per-core conversion
@@ -148,10 +151,13 @@ def worker(args: argparse.Namespace) -> int:
     import resource
 
     sys.path.insert(0, args.checkout)  # before this checkout's (PYTHONPATH): nothing of either is imported yet
-    from pipeline.config import load_config
+    from pipeline.config import Config, load_config
     from pipeline.planning import make_plan
 
-    overrides = {"input": args.input, "output": args.output, "listing_threads": args.listing_threads}
+    overrides = {"input": args.input, "output": args.output}
+    side_by_side = "listing_threads" in Config.model_fields  # an older checkout lists one request at a time
+    if side_by_side:
+        overrides["listing_threads"] = args.listing_threads
     config = load_config(os.path.join(args.checkout, "configs", f"{CONFIGS[args.worker]}.yaml"), overrides)
     rss_before, before = _peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
@@ -167,6 +173,7 @@ def worker(args: argparse.Namespace) -> int:
         "fingerprint": plan.listing.fingerprint,
         "split_bytes": plan.split_bytes,
         "labels": len(plan.label_map),
+        "threads": args.listing_threads if side_by_side else 1,
     }
     print(RESULT_TAG + json.dumps(result), flush=True)
     return 0
@@ -209,8 +216,12 @@ def run_one(gcs, kind: str, source: str, threads: int, folder: str, timeout: flo
 def run_size(args, objects: int, thread_settings: list[int], folder: str) -> list[dict]:
     """Every run at one bucket size: against a stand-in of `--folders` class folders, then one of
     one folder."""
+    from tests.gcs_emulator import write_fake_adc
     from tests.gcs_list_stand_in import ListStandIn
 
+    # Credentials that resolve at once, as a launcher's do (without any, google-auth looks for a
+    # metadata server for about 20 s first: a baseline that lists through Beam's GcsIO would wait).
+    os.environ.update(GOOGLE_APPLICATION_CREDENTIALS=write_fake_adc(folder), GOOGLE_CLOUD_PROJECT="bench")
     rows = []
     for folders, kinds in ((args.folders, ("images", "image_csv")), (1, ("one_folder",))):
         kinds = [kind for kind in kinds if kind in args.kinds]
@@ -232,16 +243,24 @@ def _runs_against(gcs, args, kinds: list[str], thread_settings: list[int], folde
         gcs.page_latency = latency
         for kind in kinds:
             for threads in thread_settings:
-                runs: dict[str, list[dict]] = {name: [] for name, _ in checkouts}
+                taking = [(name, path) for name, path in checkouts if threads == 1 or _lists_side_by_side(path)]
+                runs: dict[str, list[dict]] = {name: [] for name, _ in taking}
                 for _ in range(args.repeats):  # the checkouts take turns, so that both see the same load
-                    for name, checkout in checkouts:
+                    for name, checkout in taking:
                         row = {"kind": kind, "objects": gcs.objects, "latency_s": latency, "threads": threads}
                         row["checkout"] = name
                         row.update(run_one(gcs, kind, sources[kind], threads, folder, args.timeout, checkout))
                         print(f"  {_progress(row)}", file=sys.stderr, flush=True)
                         runs[name].append(row)
-                rows += [medians(runs[name]) for name, _ in checkouts]
+                rows += [medians(runs[name]) for name, _ in taking]
     return rows
+
+
+def _lists_side_by_side(checkout: str) -> bool:
+    """Whether `checkout`'s planner takes `listing_threads`: one from before lists one request at a
+    time, so it runs with one thread only (its worker says so too, in its row's `threads`)."""
+    with open(os.path.join(checkout, "pipeline", "config.py")) as f:
+        return "listing_threads" in f.read()
 
 
 TIMES = ("plan_s", "plan_cpu_s", "process_cpu_s", "process_wall_s")  # what --repeats takes the medians of
@@ -258,23 +277,25 @@ def medians(runs: list[dict]) -> dict:
 
 
 def check(rows: list[dict]) -> None:
-    """Each row's `check`: its run planned every object, with the plan (fingerprint, bytes per
-    split, labels) every other run of its kind and size found, whichever checkout planned it."""
+    """Each row's `check`: its run planned every object, with the plan (bytes per split, labels,
+    and the fingerprint where it is made the same way) every other run of its kind and size found,
+    whichever checkout planned it."""
     first: dict[tuple, tuple] = {}
     for row in rows:
         key = (row["kind"], row["objects"])
+        method, _, _ = row.get("fingerprint", "").rpartition(":")  # "": an older checkout's, unprefixed
+        plan = row.get("split_bytes"), row.get("labels")
         if "failed" in row:
             row["check"] = "FAILED"
         elif row["sources"] != row["objects"]:
             row["check"] = f"WRONG: {row['sources']} sources"
-        elif first.setdefault(key, _plan_of(row)) != _plan_of(row):
+        elif (
+            first.setdefault(key, plan) != plan
+            or first.setdefault((*key, method), row["fingerprint"]) != row["fingerprint"]
+        ):
             row["check"] = "WRONG: another plan"
         else:
             row["check"] = "ok"
-
-
-def _plan_of(row: dict) -> tuple:
-    return row["fingerprint"], row["split_bytes"], row["labels"]
 
 
 def _per_object(rows: list[dict]) -> None:
@@ -290,6 +311,8 @@ def _speed_ups(rows: list[dict]) -> None:
     for row in rows:
         base = serial.get(case(row))
         row["speed_up"] = base / row["plan_s"] if base and row.get("plan_s") else None
+        base = serial.get((*case(row)[:3], "baseline"))
+        row["vs_baseline"] = base / row["plan_s"] if base and row.get("plan_s") else None
 
 
 def _progress(row: dict) -> str:
@@ -320,7 +343,14 @@ def runs_table(rows: list[dict]) -> str:
     """Every run as a markdown table; with a baseline, which checkout planned it too."""
     columns = _COLUMNS
     if any(row["checkout"] != "this" for row in rows):
-        columns = (*_COLUMNS[:4], ("checkout", "checkout", "{}"), *_COLUMNS[4:])
+        baseline = (("checkout", "checkout", "{}"),)
+        columns = (
+            *_COLUMNS[:4],
+            *baseline,
+            *_COLUMNS[4:6],
+            ("vs baseline's 1", "vs_baseline", "{:.2f}x"),
+            *_COLUMNS[6:],
+        )
 
     def cell(row, key, spec):
         value = row.get(key)

@@ -48,7 +48,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["GcsEmulator", "GcsEmulatorError", "split_gs_uri"]
+__all__ = ["GcsEmulator", "GcsEmulatorError", "split_gs_uri", "write_fake_adc"]
 
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 
@@ -61,6 +61,14 @@ _FAKE_ADC = {
     "token": "gcs-emulator-fake-access-token",
     "expiry": "2099-01-01T00:00:00Z",
 }
+
+
+def write_fake_adc(folder: str) -> str:
+    """Writes the fake ADC file (see the module docstring) into `folder`; its path."""
+    path = os.path.join(folder, "fake_adc.json")
+    with open(path, "w") as f:
+        json.dump(_FAKE_ADC, f)
+    return path
 
 
 class GcsEmulatorError(RuntimeError):
@@ -161,9 +169,7 @@ class GcsEmulator:
             raise GcsEmulatorError("emulator already started")
         self._tmpdir = tempfile.mkdtemp(prefix="gcs-emulator-")
         try:
-            self.adc_path = os.path.join(self._tmpdir, "fake_adc.json")
-            with open(self.adc_path, "w") as f:
-                json.dump(_FAKE_ADC, f)
+            self.adc_path = write_fake_adc(self._tmpdir)
             fixed_port = self.port is not None
             attempts = 1 if fixed_port else 3
             for attempt in range(attempts):

@@ -4,6 +4,7 @@ in-memory resolution of the same rows, on generated cases."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import pathlib
@@ -193,6 +194,25 @@ def test_a_listing_too_large_to_hand_over_is_listed_again_by_the_job(tmp_path, m
     assert make_plan(config, hand_over=True).listed_here is not None
     monkeypatch.setattr(planning, "HAND_OVER_LIMIT", 4)
     assert make_plan(config, hand_over=True).listed_here is None
+
+
+def test_planning_lists_with_what_was_loaded_frozen_and_then_unfreezes_it(tmp_path, monkeypatch):
+    (tmp_path / "in" / "cat").mkdir(parents=True)
+    (tmp_path / "in" / "cat" / "0.jpg").write_bytes(b"x")
+    (tmp_path / "empty").mkdir()
+    frozen_while_listing, list_below = [], storage.list_below
+
+    def listing(*args):
+        frozen_while_listing.append(gc.get_freeze_count())
+        return list_below(*args)
+
+    monkeypatch.setattr(storage, "list_below", listing)
+    assert gc.get_freeze_count() == 0
+    make_plan(load_config(overrides={"input": str(tmp_path / "in"), "output": "o"}))
+    assert frozen_while_listing[0] > 1000 and gc.get_freeze_count() == 0
+    with pytest.raises(planning.PlanError, match="no images in class folders"):
+        make_plan(load_config(overrides={"input": str(tmp_path / "empty"), "output": "o"}))
+    assert gc.get_freeze_count() == 0
 
 
 rows = st.lists(
