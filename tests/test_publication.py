@@ -427,6 +427,7 @@ def test_a_second_run_refuses_while_the_first_holds_the_output(tmp_path, caplog)
         (socket.gethostname(), os.getpid(), 600, 2),  # a live process here
         (socket.gethostname(), 2**22 + 7, 600, 0),  # a process here that is gone
     ],
+    ids=["live-elsewhere", "expired-elsewhere", "live-here", "gone-here"],  # the same in every pytest process
 )
 def test_a_lease_is_taken_over_only_when_stale(tmp_path, caplog, host, pid, expires_in_s, code):
     source, out = photos(tmp_path / "src", 1), tmp_path / "out"
