@@ -51,9 +51,9 @@ def main() -> None:
     targets, args = words[:separator], words[separator + 1 :]
     assert targets and len(targets) % 2 == 0, __doc__
     # Ctrl-C as in a terminal, also where the caller ignores SIGINT. It is sent to the main thread:
-    # a kill() of this process from the job's thread a target runs on was seen to be taken there,
-    # and the main thread, the only one that runs Python's handler, learnt of it only once its wait
-    # for the job ended, after the commit (about one run in five with another pytest beside it).
+    # a kill() of this process from the job's thread a target runs on can be taken by that thread,
+    # and the main thread, the only one that runs Python's handler, then learns of it only once its
+    # wait for the job ends, after the run committed.
     if signal_number == signal.SIGINT:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     for target, nth in zip(targets[::2], targets[1::2], strict=True):
