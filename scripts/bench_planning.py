@@ -155,8 +155,7 @@ def worker(args: argparse.Namespace) -> int:
     from pipeline.planning import make_plan
 
     overrides = {"input": args.input, "output": args.output}
-    side_by_side = "listing_threads" in Config.model_fields  # an older checkout lists one request at a time
-    if side_by_side:
+    if "listing_threads" in Config.model_fields:  # an older checkout lists one request at a time
         overrides["listing_threads"] = args.listing_threads
     config = load_config(os.path.join(args.checkout, "configs", f"{CONFIGS[args.worker]}.yaml"), overrides)
     rss_before, before = _peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF)
@@ -173,7 +172,6 @@ def worker(args: argparse.Namespace) -> int:
         "fingerprint": plan.listing.fingerprint,
         "split_bytes": plan.split_bytes,
         "labels": len(plan.label_map),
-        "threads": args.listing_threads if side_by_side else 1,
     }
     print(RESULT_TAG + json.dumps(result), flush=True)
     return 0
@@ -258,7 +256,7 @@ def _runs_against(gcs, args, kinds: list[str], thread_settings: list[int], folde
 
 def _lists_side_by_side(checkout: str) -> bool:
     """Whether `checkout`'s planner takes `listing_threads`: one from before lists one request at a
-    time, so it runs with one thread only (its worker says so too, in its row's `threads`)."""
+    time, so it runs with one thread only."""
     with open(os.path.join(checkout, "pipeline", "config.py")) as f:
         return "listing_threads" in f.read()
 
@@ -343,14 +341,8 @@ def runs_table(rows: list[dict]) -> str:
     """Every run as a markdown table; with a baseline, which checkout planned it too."""
     columns = _COLUMNS
     if any(row["checkout"] != "this" for row in rows):
-        baseline = (("checkout", "checkout", "{}"),)
-        columns = (
-            *_COLUMNS[:4],
-            *baseline,
-            *_COLUMNS[4:6],
-            ("vs baseline's 1", "vs_baseline", "{:.2f}x"),
-            *_COLUMNS[6:],
-        )
+        which, speed_up = ("checkout", "checkout", "{}"), ("vs baseline's 1", "vs_baseline", "{:.2f}x")
+        columns = (*_COLUMNS[:4], which, *_COLUMNS[4:6], speed_up, *_COLUMNS[6:])
 
     def cell(row, key, spec):
         value = row.get(key)
