@@ -2,6 +2,7 @@
 pipeline ARGS...` and SIGKILLs the whole process the moment MODULE.ATTRIBUTE is called for the N-th
 time (1-based), as a crash or `kill -9` would at that point: no clean-up, no `finally`, no lease
 release. With `--interrupt` first, each target sends a SIGINT (a Ctrl-C) instead, and the run goes on.
+With `--stop` first, each target stops the process (SIGSTOP, as a suspended laptop) until a SIGCONT.
 
 The local runner runs the job in this process, so any function of the pipeline, in the launcher or
 in the job, is a kill point (e.g. `core.storage:copy 2`: halfway through a promotion).
@@ -33,6 +34,9 @@ def arm(target: str, nth: int, signal_number: int = signal.SIGKILL) -> None:
             sys.stderr.flush()
             if signal_number == signal.SIGINT:  # to the main thread, where Python handles it (see main)
                 signal.pthread_kill(threading.main_thread().ident, signal_number)
+            elif signal_number == signal.SIGSTOP:
+                with _RENEWALS:  # not in the middle of a lease renewal (see _stop_between_renewals)
+                    os.kill(os.getpid(), signal_number)
             else:
                 os.kill(os.getpid(), signal_number)
         return original(*args, **kwargs)
@@ -41,6 +45,22 @@ def arm(target: str, nth: int, signal_number: int = signal.SIGKILL) -> None:
 
 
 _MODES = {"--interrupt": signal.SIGINT, "--stop": signal.SIGSTOP}
+_RENEWALS = threading.Lock()  # held by a lease renewal, and by a target while it stops the process
+
+
+def _stop_between_renewals() -> None:
+    """A process stopped in the middle of a lease renewal holds its output folder's lock, which
+    keeps every other run out until it goes on (the lock's own guarantee). `--stop` is for the other
+    case, a run stopped while it works: its targets stop the process between renewals."""
+    from pipeline.lease import Lease
+
+    renew = Lease.renew
+
+    def renew_unless_stopping(self):
+        with _RENEWALS:
+            return renew(self)
+
+    Lease.renew = renew_unless_stopping
 
 
 def main() -> None:
@@ -56,6 +76,8 @@ def main() -> None:
     # wait for the job ends, after the run committed.
     if signal_number == signal.SIGINT:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal_number == signal.SIGSTOP:
+        _stop_between_renewals()
     for target, nth in zip(targets[::2], targets[1::2], strict=True):
         arm(target, int(nth), signal_number)
     from pipeline.cli import main as pipeline_main
