@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from pipeline.flags import COMMANDS, DEBUG_FLAG
 from pipeline.job import EXIT_FAILED
-from pipeline.lease import Unfinished
 from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas
 from transforms import progress
 from transforms.stopping import Stopped
@@ -82,10 +81,8 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
     except KeyboardInterrupt as e:
         if debug:
             raise
-        if isinstance(e, Unfinished):
-            _LOG.error("interrupted while cleaning up: the next run into this output removes what this one left")
-        else:
-            _LOG.error("interrupted (a run cleans up what it wrote before it stops)")
+        # A run says how its interrupt left the output (pipeline.job); a plain Ctrl-C carries no words.
+        _LOG.error("%s", str(e) or "interrupted (a run cleans up what it wrote before it stops)")
         return EXIT_INTERRUPTED
     except Exception as e:
         if debug:

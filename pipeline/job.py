@@ -79,15 +79,25 @@ def _run(plan: Plan, config: Config, options: PipelineOptions, publication: Publ
             if submitted:  # on Dataflow: the job's id and console page, before the wait
                 print(submitted, flush=True)
             result.wait_until_finish()
+        return None if stages_only(options) else _committed(plan.output, publication)
+    except RunFailedError:  # _committed cleaned up
+        raise
     except BaseException as e:  # stop the run's threads, clean up, then re-raise (an interrupt as it is)
         try:
             rejected = _stop_and_clean_up(result, options, publication)
         except KeyboardInterrupt as again:  # what the run wrote stays, for the next run to remove
-            raise Unfinished() from again
-        if not isinstance(e, Exception):
-            raise
-        raise RunFailedError((str(e).strip() or repr(e)).splitlines()[0], rejected) from e
-    return None if stages_only(options) else _committed(plan.output, publication)
+            raise Unfinished(
+                "interrupted while cleaning up: the next run into this output removes what this one left"
+            ) from again
+        if isinstance(e, Exception):
+            raise RunFailedError((str(e).strip() or repr(e)).splitlines()[0], rejected) from e
+        committed = _this_runs_manifest(plan.output, publication)  # the clean-up keeps a committed dataset
+        if committed is not None:
+            raise KeyboardInterrupt(
+                f"interrupted only after the run committed: {plan.output} holds its new dataset, whole "
+                f"({sum(split.records for split in committed.splits.values())} records, run {committed.run})"
+            ) from e
+        raise
 
 
 def _stop_and_clean_up(result, options: PipelineOptions, publication: Publication) -> Manifest | None:
@@ -111,12 +121,18 @@ def _stop_and_clean_up(result, options: PipelineOptions, publication: Publicatio
 def _committed(output: str, publication: Publication) -> Manifest:
     """The manifest this run committed in `output`; raises RunFailedError when the run was
     rejected or (a runner that lost the last step) ended without either outcome."""
-    text = storage.read_text(join(output, MANIFEST_NAME))
-    committed = Manifest.from_json(text) if text is not None else None
-    if committed is not None and committed.run == publication.run:
+    committed = _this_runs_manifest(output, publication)
+    if committed is not None:
         return committed
     rejected = publication.rejected()
     if rejected is not None:
         raise RunFailedError("the run was rejected", rejected)
     publication.clean_up_failed()
     raise RunFailedError(f"the job finished but neither committed nor rejected run {publication.run}", None)
+
+
+def _this_runs_manifest(output: str, publication: Publication) -> Manifest | None:
+    """The manifest committed in `output`, if this run committed it."""
+    text = storage.read_text(join(output, MANIFEST_NAME))
+    committed = Manifest.from_json(text) if text is not None else None
+    return committed if committed is not None and committed.run == publication.run else None

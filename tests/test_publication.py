@@ -27,6 +27,7 @@ import pipeline.build
 import pipeline.commands.convert
 import pipeline.job
 from core.contract.layout import SHARD_PARTS_FOLDER
+from core.contract.versions import LATEST_NAME
 from pipeline import shard_check
 from pipeline.cli import main
 from pipeline.folder_store import RUN_FOLDER_PREFIXES, FolderPublication, referenced
@@ -271,6 +272,7 @@ def test_an_interrupted_run_leaves_nothing_behind_and_says_so_in_one_line(tmp_pa
         left = sorted(p.name for p in out.iterdir()) if out.exists() else []
         if "manifest.json" in left:  # interrupted after its commit point: the dataset stays, whole, alone
             assert sorted(referenced(whole_dataset(out))) == left, "".join(log)
+            assert "only after the run committed" in errors[0], "".join(log)
         else:
             assert left == [], "".join(log)
     assert _gone(converting, 5), "converting processes outlived the run"
@@ -392,6 +394,24 @@ def test_a_second_ctrl_c_during_the_clean_up_leaves_the_lease_and_the_next_run_c
     assert main(convert_argv(source, out)) == 0, "no --overwrite needed: nothing committed was there"
     whole_dataset(out)
     assert run_files(out) == []
+
+
+@pytest.mark.parametrize("command", ["convert", "refresh"])
+def test_a_ctrl_c_taken_only_after_the_commit_says_the_dataset_is_whole(tmp_path, command):
+    """A Ctrl-C that reaches the run once it has committed (here: as it reads back what it
+    committed) cleans up nothing the commit names, and the user is told the dataset is there,
+    whole, not that the run cleaned up."""
+    source, out = photos(tmp_path / "src", 2), tmp_path / "out"
+    argv = ["refresh", *convert_argv(source, out)[:4]] if command == "refresh" else convert_argv(source, out)
+    done = _run_kill_at(["--interrupt", "pipeline.job:_committed", "1"], argv)
+    assert done.returncode == 130, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "only after the run committed" in errors[0], done.stderr[-3000:]
+    dataset = out / (out / LATEST_NAME).read_text().strip() if command == "refresh" else out
+    manifest = whole_dataset(dataset)
+    assert f"{sum(split.records for split in manifest.splits.values())} records, run {manifest.run}" in errors[0]
+    assert sorted(p.name for p in dataset.iterdir()) == sorted(referenced(manifest))
+    assert not (out / LEASE_NAME).exists(), "the lease is released"
 
 
 # --- one run at a time
