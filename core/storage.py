@@ -147,29 +147,22 @@ class Unlisted(NamedTuple):
 def list_below(folder: str, threads: int = 1) -> Iterator[FileMetadata | Unlisted]:
     """Every file below `folder`, at any depth, with what could not be listed reported as
     `Unlisted` instead of silently left out (an unreadable sub-folder, a link to a folder, a
-    dangling link); gs:// has no such cases, and a failed list call raises. The sub-folders
-    directly below `folder` are listed `threads` at a time; on gs:// that is `threads` list
-    requests in flight, a large folder's listing split into name ranges listed side by side
-    (core.range_listing). Entries stream as they are listed, in no set order, and are never all
-    held."""
+    dangling link); gs:// has no such cases, and a failed list call raises. Locally the
+    sub-folders directly below `folder` are listed `threads` at a time. On gs:// the whole prefix
+    is one listing cut into name ranges listed side by side, `threads` list requests in flight
+    (core.range_listing): as many requests as pages, however many folders hold the objects.
+    Entries stream as they are listed, in no set order, and are never all held."""
+    if is_remote(folder):
+        yield from list_tree(folder, threads)
+        return
     direct, folders = split_listing(folder)
     yield from direct
-    if is_remote(folder):
-        yield from _entries(range_listing.list_ranges(list(enumerate(map(_whole, folders))), _list_page, threads))
-    else:
-        yield from side_by_side(folders, list_tree, threads)
+    yield from side_by_side(folders, list_tree, threads)
 
 
 def split_listing(folder: str) -> tuple[list[FileMetadata | Unlisted], list[str]]:
-    """What is directly in `folder` (files, and what cannot be listed), and its sub-folders, each
-    to be listed by `list_tree`: where a listing fans out. A gs:// sub-folder is the prefix of the
-    objects below it, ending in `/`."""
-    if is_remote(folder):
-        prefix = folder.rstrip("/") + "/"
-        bucket, name = _split(prefix)
-        pages = _client().list_blobs(bucket, prefix=name, delimiter="/", fields=_LISTED_FIELDS)
-        direct = [_metadata(blob) for blob in pages]
-        return direct, [f"gs://{bucket}/{sub}" for sub in sorted(pages.prefixes)]
+    """What is directly in a local `folder` (files, and what cannot be listed), and its
+    sub-folders, each to be listed by `list_tree`: where a local listing fans out."""
     if not os.path.isdir(folder):
         return [], []
     try:
@@ -196,8 +189,8 @@ _LINKED_FOLDER = "a symbolic link to a folder: not followed (link or copy the fi
 
 
 def list_tree(folder: str, threads: int = 1) -> Iterator[FileMetadata | Unlisted]:
-    """Every file below one folder of `split_listing`, streamed (gs://: page by page, `threads`
-    list requests in flight)."""
+    """Every file below one folder, streamed (gs://: page by page, `threads` list requests in
+    flight, in name ranges side by side)."""
     if is_remote(folder):
         yield from _entries(range_listing.list_ranges([(0, _whole(folder))], _list_page, threads))
         return

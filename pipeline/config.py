@@ -223,7 +223,7 @@ class Config(pydantic.BaseModel):
     # longer (a suspended laptop or VM) may be taken over, and then touches nothing (pipeline.lease).
     lease_seconds: Annotated[Int, Field(ge=2, le=7 * 86_400)] = LEASE_SECONDS
     # List requests in flight at once, on the launcher and in each worker of the job's listing
-    # step (gs:// pages one request at a time per prefix, so prefixes are listed side by side).
+    # step (gs:// pages one request at a time per range of names, so ranges are listed side by side).
     listing_threads: Annotated[Int, Field(ge=1, le=256)] = 16
     image: ImageConfig = ImageConfig()
     image_csv: ImageCsvConfig = ImageCsvConfig()

@@ -465,8 +465,8 @@ class _Route(beam.DoFn):
             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, outcome)
 
 
-FOLDERS = "folders"  # the folders directly below a class-folder input, each listed on its own
-RANGES = "ranges"  # name ranges of a large gs:// folder's listing, each listed on its own
+FOLDERS = "folders"  # the local folders directly below a class-folder input, each listed on its own
+RANGES = "ranges"  # name ranges of a gs:// input's listing, each listed on its own
 JOB_LISTING = "listing in the job"  # the progress phase of a listing the job makes (transforms.progress)
 
 
@@ -485,49 +485,46 @@ class _ClassifyListed(_Route):
         yield from in_lists(o for entry in entries for o in self.route(listed(entry)))
 
 
-class _ListInputFolder(_ClassifyListed):
-    """The impulse -> the entries directly in the input folder, routed, and each folder below it
-    (tagged FOLDERS, to be listed by `_ListSubFolder` wherever the runner sends it); or the
-    planner's classified listing, where it was kept for this step (listing_handover: not counted
-    as listing, which it is not)."""
+class _ListInput(_ClassifyListed):
+    """The impulse -> where the listing of the input fans out: locally, the entries directly in
+    the input folder, routed, and each folder below it (tagged FOLDERS, to be listed by
+    `_ListLocalFolder` wherever the runner sends it); on gs://, the first page of the whole
+    prefix's listing, routed, and the rest of it as up to `threads` name ranges (tagged RANGES, to
+    be listed by `_ListRange`), as many list requests as pages however many folders it holds.
+    Or the planner's classified listing, where it was kept for this step (listing_handover: not
+    counted as listing, which it is not)."""
 
-    def __init__(self, root, extensions, fractions, listed_here, listing: progress.Phase | None = None):
+    def __init__(self, root, extensions, fractions, listed_here, listing: progress.Phase | None = None, threads=16):
         super().__init__(root, extensions, fractions, listing)
-        self._listed_here = listed_here
+        self._listed_here, self._threads = listed_here, threads
 
     def process(self, _):
         outcomes = listing_handover.take(self._listed_here)
         if outcomes is not None:
             yield from in_lists(o for outcome in outcomes for o in self.route(outcome))
             return
-        direct, folders = storage.split_listing(self._classify.root)
+        root = self._classify.root
+        if storage.is_remote(root):
+            first, rest = storage.start_listing(root, self._threads)
+            yield from self.routed(first)
+            for piece in rest:
+                yield beam.pvalue.TaggedOutput(RANGES, piece)
+            return
+        direct, folders = storage.split_listing(root)
         yield from self.routed(direct)
         for folder in folders:
             yield beam.pvalue.TaggedOutput(FOLDERS, folder)
 
 
-class _ListSubFolder(_ClassifyListed):
-    """A folder below the input -> every entry below it, routed as the listing streams; a gs://
-    folder of more than a page -> its first page's entries, routed, and the rest of its listing
-    as name ranges (tagged RANGES, to be listed by `_ListRange` wherever the runner sends them),
-    `threads` of them at most."""
-
-    def __init__(self, root, extensions, fractions, listing: progress.Phase | None = None, threads: int = 16):
-        super().__init__(root, extensions, fractions, listing)
-        self._threads = threads
+class _ListLocalFolder(_ClassifyListed):
+    """A local folder below the input -> every entry below it, routed as the listing streams."""
 
     def process(self, folder):
-        if not storage.is_remote(folder):
-            yield from self.routed(storage.list_tree(folder))
-            return
-        first, rest = storage.start_listing(folder, self._threads)
-        yield from self.routed(first)
-        for piece in rest:
-            yield beam.pvalue.TaggedOutput(RANGES, piece)
+        yield from self.routed(storage.list_tree(folder))
 
 
 class _ListRange(_ClassifyListed):
-    """A name range of a gs:// folder's listing -> every object in it, routed as the listing
+    """A name range of a gs:// input's listing -> every object in it, routed as the listing
     streams, `threads` list requests in flight (the range split further as the threads allow)."""
 
     def __init__(self, root, extensions, fractions, listing: progress.Phase | None = None, threads: int = 16):
@@ -647,32 +644,31 @@ def ListClassFolders(
 ):
     """Every file below `root`, listed inside the job (so the graph does not grow with it): the
     Sources in lists (in_lists), and a dead letter for each thing below it that cannot be listed
-    (storage.list_below). The listing fans out: each folder directly below `root` is an element,
-    spread over the workers and listed page by page, so no worker holds the whole listing; a gs://
-    folder of more than a page is cut into name ranges, each an element too, spread again and
-    listed `threads` list requests at a time (core.range_listing). `listed_here`: the key of the
-    planner's classified listing, taken instead where the step runs in the planner's process
-    (listing_handover). `entries`: what the planner listed, the listing's progress total."""
+    (storage.list_below). The listing fans out, so no worker holds the whole listing: locally each
+    folder directly below `root` is an element, spread over the workers; on gs:// the listing of
+    the whole prefix is cut into name ranges, each an element, spread over the workers and listed
+    `threads` list requests at a time, split again as they go (core.range_listing).
+    `listed_here`: the key of the planner's classified listing, taken instead where the step runs
+    in the planner's process (listing_handover). `entries`: what the planner listed, the
+    listing's progress total."""
     outputs = (SKIPPED, DEAD_LETTERS)
     listing = progress.Phase(JOB_LISTING, "files", entries)
     top = (
         pbegin
         | "Start" >> beam.Impulse()
         | "ListInput"
-        >> beam.ParDo(_ListInputFolder(root, extensions, fractions, listed_here, listing)).with_outputs(
-            *outputs, FOLDERS, main="sources"
+        >> beam.ParDo(_ListInput(root, extensions, fractions, listed_here, listing, threads)).with_outputs(
+            *outputs, FOLDERS, RANGES, main="sources"
         )
     )
     below = (
         top[FOLDERS]
         | "SpreadFolders" >> beam.Reshuffle()
         | "ListFolders"
-        >> beam.ParDo(_ListSubFolder(root, extensions, fractions, listing, threads)).with_outputs(
-            *outputs, RANGES, main="sources"
-        )
+        >> beam.ParDo(_ListLocalFolder(root, extensions, fractions, listing)).with_outputs(*outputs, main="sources")
     )
     ranged = (
-        below[RANGES]
+        top[RANGES]
         | "SpreadRanges" >> beam.Reshuffle()
         | "ListRanges"
         >> beam.ParDo(_ListRange(root, extensions, fractions, listing, threads)).with_outputs(*outputs, main="sources")

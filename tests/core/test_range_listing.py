@@ -1,7 +1,8 @@
 """Listing one gs:// prefix in name ranges side by side lists exactly what one serial listing does,
 for any names (unicode, long shared starts, names that start other names, none, one), over HTTP
 against the paging GCS stand-in, on servers that take the offsets and on those that ignore them;
-cut points always lie inside the range they cut; and a flat folder has many requests in flight."""
+cut points always lie inside the range they cut; and a flat folder, or many small class folders,
+take about as many requests as pages, many of them in flight."""
 
 from __future__ import annotations
 
@@ -91,6 +92,17 @@ def test_a_flat_folder_is_listed_with_many_requests_in_flight(gcs):
     assert sum(1 for _ in storage.list_below("gs://b/in", threads=16)) == 40_000
     assert gcs.max_lists_in_flight >= 8
     assert gcs.list_requests <= 4 * 40  # the pages, and the pieces that end short of one: no listing twice
+
+
+def test_many_small_class_folders_take_as_many_list_requests_as_pages(gcs):
+    """The whole prefix is one listing in name ranges, not a listing per folder: 40,000 objects in
+    4,000 class folders take about 40 requests, not 4,000, with many in flight."""
+    gcs.serve([f"in/class{c:04d}/img{i}.jpg" for c in range(4000) for i in range(10)])
+    gcs.page_size, gcs.page_latency = 1000, 0.1
+    gcs.reset()
+    assert sum(1 for _ in storage.list_below("gs://b/in", threads=16)) == 40_000
+    assert gcs.max_lists_in_flight >= 8
+    assert gcs.list_requests <= 4 * 40
 
 
 def test_the_job_lists_a_folder_in_ranges_what_the_planner_lists(gcs):
