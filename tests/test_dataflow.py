@@ -390,9 +390,12 @@ def test_job_graph_does_not_grow_with_the_number_of_input_files(gcs_emulator, gc
     print("staged sizes (pipeline proto bytes, template JSON chars, transforms):", sizes)
     (small_proto, small_json, small_steps), (large_proto, large_json, large_steps) = sizes[10], sizes[10_000]
     assert small_steps == large_steps
-    # 1000x the files; only a few digits (counts, byte totals) may differ in the pickled plan.
-    assert abs(large_proto - small_proto) <= 64 + small_proto // 1000, sizes
-    assert abs(large_json - small_json) <= 64 + small_json // 1000, sizes
+    # 1000x the files: a graph that held even a byte per file would be 9,990 bytes larger. Only
+    # a few digits (counts, byte totals) differ in the pickled plan, and the run's random names
+    # vary the compressed pickles by about a hundred bytes from one staging to the next.
+    added = 10_000 - 10
+    assert abs(large_proto - small_proto) < added // 10, sizes
+    assert abs(large_json - small_json) < added // 10, sizes
 
 
 def test_setup_py_builds_a_worker_wheel_without_tensorflow(tmp_path):
