@@ -21,7 +21,8 @@ configs/ with the input overridden:
 * ``image_csv``: a local CSV (``image_uri,label``, one row per object, written here once per size)
   whose URIs name the stand-in's objects;
 * ``one_folder``: ``gs://bench/images`` of one class folder holding every object (another
-  stand-in), which more than one listing thread lists in name ranges side by side.
+  stand-in). Like ``images``, it is one listing of the prefix in name ranges side by side; what
+  differs is how the names spread, which is where the ranges are cut.
 
 Per run it prints: the time ``make_plan`` took (``plan s``) and its speed-up over one listing
 thread; the CPU seconds (user + system) of ``make_plan``, per object (``plan CPU µs/object``), and
