@@ -48,6 +48,7 @@ setuptools.setup(
             *TF,
             "pytest>=8",
             "pytest-xdist>=3.6,<4",  # the suite on every core: scripts/test.sh
+            "pytest-timeout>=2.3,<3",  # a hung test fails with every thread's stack (pytest.ini)
             "hypothesis>=6.100,<7",  # generated cases of each trust guarantee's class (tests/)
             "jsonschema>=4.23,<5",  # manifest.json against its schema: tests/core/test_manifest_schema.py
             "gcp-storage-emulator>=2024.8",

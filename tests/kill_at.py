@@ -30,18 +30,25 @@ def arm(target: str, nth: int, signal_number: int = signal.SIGKILL) -> None:
         nonlocal calls
         calls += 1
         if calls == nth:
-            sys.stderr.write(f"kill_at: {signal.Signals(signal_number).name} at call {nth} of {target}\n")
-            sys.stderr.flush()
-            if signal_number == signal.SIGINT:  # to the main thread, where Python handles it (see main)
-                signal.pthread_kill(threading.main_thread().ident, signal_number)
-            elif signal_number == signal.SIGSTOP:
+            if signal_number == signal.SIGSTOP:
                 with _RENEWALS:  # not in the middle of a lease renewal (see _stop_between_renewals)
-                    os.kill(os.getpid(), signal_number)
+                    _send(signal_number, nth, target)
             else:
-                os.kill(os.getpid(), signal_number)
+                _send(signal_number, nth, target)
         return original(*args, **kwargs)
 
     setattr(owner, name, wrapper)
+
+
+def _send(signal_number: int, nth: int, target: str) -> None:
+    """Says which signal goes (the line a test waits for), then sends it: a SIGINT to the main
+    thread, where Python handles it (see main), any other to the process."""
+    sys.stderr.write(f"kill_at: {signal.Signals(signal_number).name} at call {nth} of {target}\n")
+    sys.stderr.flush()
+    if signal_number == signal.SIGINT:
+        signal.pthread_kill(threading.main_thread().ident, signal_number)
+    else:
+        os.kill(os.getpid(), signal_number)
 
 
 _MODES = {"--interrupt": signal.SIGINT, "--stop": signal.SIGSTOP}

@@ -227,16 +227,27 @@ def test_a_run_stopped_past_its_lease_exits_3_and_the_new_holders_dataset_stays_
             cwd=REPO,
             stderr=log,
         )
-    deadline = time.monotonic() + SUBPROCESS_TIMEOUT
-    while "SIGSTOP" not in said.read_text() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(2.5)  # past A's lease
     try:
-        assert main(convert_argv(photos(tmp_path / "src-b", 3), out)) == 0
-        b = whole_dataset(out)
+        try:
+            wait_until_stopped(a)
+            time.sleep(2.5)  # past A's lease
+            assert main(convert_argv(photos(tmp_path / "src-b", 3), out)) == 0
+            b = whole_dataset(out)
+        finally:
+            a.send_signal(signal.SIGCONT)
+        assert a.wait(timeout=SUBPROCESS_TIMEOUT) == 3, said.read_text()
     finally:
-        a.send_signal(signal.SIGCONT)
-    assert a.wait(timeout=SUBPROCESS_TIMEOUT) == 3
+        a.kill()  # never left behind, stopped or running, whatever failed
     assert "no longer holds" in said.read_text()
     after = whole_dataset(out)
     assert after.run == b.run and LocalPlace(tmp_path).names(str(out)) == referenced(after)
+
+
+def wait_until_stopped(process: subprocess.Popen) -> None:
+    """Until the process is stopped (state T in /proc), not just about to stop."""
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT
+    stat = pathlib.Path(f"/proc/{process.pid}/stat")
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "T":
+        assert process.poll() is None, f"exited {process.returncode} before it stopped"
+        assert time.monotonic() < deadline, "not stopped in time"
+        time.sleep(0.05)
