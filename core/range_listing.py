@@ -6,16 +6,20 @@ names (objects.list `startOffset`, inclusive, and `endOffset`, exclusive), and n
 their UTF-8 bytes, which is the order of their code points, Python's string order. So the listing
 of a prefix is split into half-open `NameRange`s: a range is listed page by page, and when a page
 comes back full while listing threads wait for work, the rest of the range, from the page's last
-name on, is cut into pieces (`split_points`) that the threads list side by side, and split again
+name on, is cut into pieces (`pieces_of`) that the threads list side by side, and split again
 in turn. No range needs to know how the names are spread: every range is listed until it ends,
 so each name is listed exactly once whatever the cuts; good cuts only spread the work better.
 
-An open-ended range (to the prefix's end) is cut at points growing away from its last name (its
-name with one character raised, from the last character that varied on the page towards the
+Where a page's names lay in a few folders, one delimiter listing shows the folders beside them,
+and the rest is cut where folders start (`folder_points`): no piece between two folders is empty,
+and an empty piece costs a request and a page's wait. Otherwise, or within the rest of one
+folder: an open-ended range (to the prefix's end) is cut at points growing away from its last
+name (its name with one digit raised, from the last one that varied on the page towards the
 prefix): like an exponential search, some of them cut off most of what follows, however far it
 goes. A range with an end is cut evenly between its last name and its end, counting each
 character by its rank among the characters its page showed (digits, hex, words), so that names
-of ten digits are cut into tenths, not into the byte values no name uses.
+of ten digits are cut into tenths, not into the byte values no name uses, and into about two
+pieces for each page that the names would fill as densely as the page held them.
 
 Entries stream in no set order. A server that ignores the offsets (the emulator) answers each
 range with more than it holds: what lies outside a range is dropped, and such a listing is not
@@ -27,6 +31,7 @@ from __future__ import annotations
 import bisect
 import collections
 import logging
+import math
 import os
 import queue
 import threading
@@ -36,6 +41,9 @@ from typing import NamedTuple
 _LOG = logging.getLogger(__name__)
 MAX_NAME_BYTES = 1024  # GCS's longest object name: no cut point is longer
 _POSITIONS = 16  # characters past the names' shared start that an even cut works out
+# A page whose names lie in more folders than this shows how folder names vary, which split_points
+# cuts by; one in fewer does not, and the folders beside them are asked for (_cut_points).
+_FOLDERS_SHOWN = 4
 
 
 class NameRange(NamedTuple):
@@ -62,9 +70,11 @@ class Page(NamedTuple):
     last: str | None
     token: str | None
     strays: bool = False  # it held names outside the range asked for (the offsets were ignored)
+    folders: tuple[str, ...] = ()  # with a delimiter: the folders ("<prefix>.../") it rolled names up into
 
 
 ListPage = Callable[[NameRange, "str | None"], Page]
+ListFolders = Callable[[NameRange], Page]  # the first page of a delimiter listing of a range
 
 
 def _next_char(c: str) -> str | None:
@@ -95,10 +105,12 @@ def split_points(rest: NameRange, names: Sequence[str], pieces: int) -> list[str
         if len(points) < pieces - 1 and beyond and top < prefix + beyond:  # and up to the names' last character
             end = prefix + beyond
             shared = len(os.path.commonprefix([top, end]))
-            points += _between(top, end, shared, _alphabet([*names, top], end, shared), pieces - len(points))
+            alphabet = _alphabet([*names, top], end, shared)
+            points += _between(top, end, shared, alphabet, pieces - len(points), (names[0], last))
     else:
         shared = len(os.path.commonprefix([last, rest.end]))
-        points = _between(last, rest.end, shared, _alphabet([*names, last], rest.end, shared), pieces)
+        alphabet = _alphabet([*names, last], rest.end, shared)
+        points = _between(last, rest.end, shared, alphabet, pieces, (names[0], last))
     kept, below = [], last
     for point in points:
         if below < point and rest.holds(point) and point.startswith(prefix) and _fits(point):
@@ -116,12 +128,14 @@ def _shortest(point: str, below: str, floor: int) -> str:
 
 
 def _away_from(last: str, varied: int, floor: int) -> list[str]:
-    """`last` with one character raised, from the character before those that varied on its page
+    """`last` with one digit raised, from the character before those that varied on its page
     (`varied`: how many characters the page's names shared) down to the first past the prefix
-    (`floor`): cut points ever farther from `last`."""
+    (`floor`): cut points ever farther from `last`. Only digits: numbers count on past a page,
+    while the letters every name on it shared are a word the names after it likely share too
+    (`img`: a cut at `imh` or `in` holds nothing)."""
     points = []
     for at in range(min(varied, len(last)) - 1, floor - 1, -1):
-        raised = _next_char(last[at])
+        raised = _next_char(last[at]) if last[at].isdigit() else None
         if raised is not None:
             points.append(last[:at] + raised)
     return points
@@ -138,10 +152,12 @@ def _alphabet(names: Sequence[str], end: str, shared: int) -> list[str]:
     return sorted(chars)
 
 
-def _between(low: str, high: str, shared: int, alphabet: list[str], pieces: int) -> list[str]:
+def _between(low: str, high: str, shared: int, alphabet: list[str], pieces: int, page: tuple[str, str]) -> list[str]:
     """Points evenly spaced between `low` and `high` when each character past their first `shared`
     (the same in both) counts as its rank in `alphabet` (one more digit than it has: the rank
-    past its last)."""
+    past its last); about two pieces for each page that many names would fill, as densely as
+    `page` (its first and last name) held them, where it shows that, so that the rest of a
+    folder is not cut into pieces of a few names each."""
     base = len(alphabet) + 1
     width = min(max(len(low), len(high)) - shared + 1, _POSITIONS)
 
@@ -154,6 +170,10 @@ def _between(low: str, high: str, shared: int, alphabet: list[str], pieces: int)
         return number
 
     start, stop = value(low), value(high)
+    first, last = page
+    if first[:shared] == high[:shared] and last[:shared] == high[:shared] and value(last) > value(first):
+        pages_left = (stop - start) / (value(last) - value(first))
+        pieces = min(pieces, max(1, math.ceil(2 * pages_left)))
     points = []
     for piece in range(1, pieces):
         number = start + (stop - start) * piece // pieces
@@ -165,11 +185,57 @@ def _between(low: str, high: str, shared: int, alphabet: list[str], pieces: int)
     return points
 
 
-def pieces_of(rest: NameRange, names: Sequence[str], pieces: int) -> list[NameRange]:
-    """`rest` cut at its split_points: consecutive ranges that together are `rest` (just `rest`
-    when it has no room for a cut)."""
-    cuts = [rest.start, *split_points(rest, names, pieces), rest.end]
+def sibling_folders(rest: NameRange) -> NameRange:
+    """`rest` as a delimiter listing asks for it to show the folders beside the one its start is
+    in (those of the folder above it, within the range's prefix)."""
+    folder_end = rest.start.rfind("/", len(rest.prefix))
+    above_end = rest.start.rfind("/", len(rest.prefix), max(folder_end, 0))
+    return rest._replace(prefix=rest.start[: above_end + 1] if above_end >= 0 else rest.prefix)
+
+
+def _folder_of(name: str, probe: NameRange) -> str:
+    """The folder of `probe`'s that holds `name` ("" when it is directly in `probe.prefix`)."""
+    return name[: name.find("/", len(probe.prefix)) + 1]
+
+
+def folder_points(rest: NameRange, folders: Sequence[str], pieces: int, per_page: int = 1) -> list[str]:
+    """Up to `pieces - 1` of `folders` (prefixes ending in "/", sorted) that cut `rest` where a
+    folder starts, as evenly by the count of folders as they allow, about two pieces for each
+    page that `per_page` folders fill; none when no folder starts inside `rest`."""
+    inside = [folder for folder in folders if folder > rest.start and rest.holds(folder) and _fits(folder)]
+    count = len(inside) + 1  # and the folder `rest` starts in
+    pieces = min(pieces, max(2, math.ceil(2 * count / per_page)))
+    chosen = {inside[max(k * count // pieces - 1, 0)] for k in range(1, pieces)} if inside else set()
+    return sorted(chosen)
+
+
+def pieces_of(
+    rest: NameRange, names: Sequence[str], pieces: int, list_folders: ListFolders | None = None
+) -> list[NameRange]:
+    """`rest` cut into consecutive ranges that together are `rest` (just `rest` when it has no
+    room for a cut), at `_cut_points`."""
+    cuts = [rest.start, *_cut_points(rest, names, pieces, list_folders), rest.end]
     return [rest._replace(start=start, end=end) for start, end in zip(cuts, cuts[1:], strict=False)]
+
+
+def _cut_points(rest: NameRange, names: Sequence[str], pieces: int, list_folders: ListFolders | None) -> list[str]:
+    """Where to cut `rest` into `pieces`. Where `list_folders` shows folders beside the one it
+    starts in (one more request), where they start: a cut between folders is never an empty
+    range, and an empty range wastes a request. When it shows none, the rest of that folder is
+    cut as a range of its own (split_points), not the names past it. Else at split_points."""
+    if pieces < 2:
+        return []
+    probe = sibling_folders(rest)
+    spanned = len({_folder_of(name, probe) for name in names}) or 1  # folders the page reached into
+    if not list_folders or spanned > _FOLDERS_SHOWN:
+        return split_points(rest, names, pieces)
+    points = folder_points(rest, list_folders(probe).folders, pieces, spanned)
+    folder = _folder_of(rest.start, probe)
+    if points or not folder or (rest.end is not None and rest.end.startswith(folder)):
+        return points or split_points(rest, names, pieces)
+    return split_points(
+        rest._replace(prefix=folder, end=None), [name for name in names if name.startswith(folder)], pieces
+    )
 
 
 def held_back(page: Page, rest: NameRange) -> list:
@@ -182,11 +248,11 @@ _BATCH_QUEUE = 2  # batches a listing thread may have waiting for the consumer
 
 
 def list_ranges(
-    ranges: Sequence[tuple[int, NameRange]], list_page: ListPage, threads: int
+    ranges: Sequence[tuple[int, NameRange]], list_page: ListPage, threads: int, list_folders: ListFolders | None = None
 ) -> Iterator[tuple[int, list | Exception]]:
     """(key, a page's entries) for every page of every range given as (key, range), listed
-    `threads` requests at a time, each range split while threads wait (split_points), in no set
-    order. A failed listing gives (key, the exception) for its range (or the piece of it that
+    `threads` requests at a time, each range split while threads wait (pieces_of, with
+    `list_folders`), in no set order. A failed listing gives (key, the exception) for its range (or the piece of it that
     failed), and the others go on.
     Threads hand pages over through a bounded queue, so a slow consumer holds back the listing;
     a consumer that stops early stops the threads."""
@@ -197,7 +263,7 @@ def list_ranges(
             except Exception as e:  # noqa: BLE001 - handed to the caller, as the threads do
                 yield key, e
         return
-    yield from _Lister(ranges, list_page, threads).run()
+    yield from _Lister(ranges, list_page, threads, list_folders).run()
 
 
 def _serially(whole: NameRange, list_page: ListPage) -> Iterator[list]:
@@ -214,9 +280,10 @@ class _Lister:
     """The threads of one `list_ranges`: ranges waiting to be listed, how many threads wait for
     one, and the pages handed over."""
 
-    def __init__(self, ranges, list_page: ListPage, threads: int) -> None:
+    def __init__(self, ranges, list_page: ListPage, threads: int, list_folders: ListFolders | None) -> None:
         self._todo = collections.deque((key, whole, None) for key, whole in ranges)
-        self._list_page, self._threads = list_page, threads
+        self._list_page, self._list_folders, self._threads = list_page, list_folders, threads
+        self._bare: dict[str, tuple[str, str | None]] = {}  # per probed prefix: a range shown to hold no folder
         self._changed = threading.Condition()
         self._busy = self._waiting = 0
         self._split = True
@@ -306,4 +373,16 @@ class _Lister:
             wanted = self._waiting - len(self._todo)
         if not self._split or wanted < 1:
             return [rest]
-        return pieces_of(rest, names, wanted + 1)
+        return pieces_of(rest, names, wanted + 1, self._list_folders and self._folders)
+
+    def _folders(self, probe: NameRange) -> Page:
+        """`list_folders`, asked again for a folder only where it may show more: a range whose
+        whole delimiter listing held no folder holds none past any later start (a flat folder,
+        which every cut of its listing would otherwise probe)."""
+        bare = self._bare.get(probe.prefix)
+        if bare and bare[0] <= probe.start and (bare[1] is None or (probe.end is not None and probe.end <= bare[1])):
+            return Page([], [], None, None)
+        page = self._list_folders(probe)
+        if page.token is None and not any(probe.holds(folder) and folder > probe.start for folder in page.folders):
+            self._bare[probe.prefix] = (probe.start, probe.end)
+        return page

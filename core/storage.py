@@ -192,7 +192,7 @@ def list_tree(folder: str, threads: int = 1) -> Iterator[FileMetadata | Unlisted
     """Every file below one folder, streamed (gs://: page by page, `threads` list requests in
     flight, in name ranges side by side)."""
     if is_remote(folder):
-        yield from _entries(range_listing.list_ranges([(0, _whole(folder))], _list_page, threads))
+        yield from _entries(range_listing.list_ranges([(0, _whole(folder))], _list_page, threads, _folders_in))
         return
     failed: list[OSError] = []
     for dirpath, dirnames, filenames in os.walk(folder, onerror=failed.append):
@@ -334,13 +334,13 @@ def start_listing(folder: str, pieces: int) -> tuple[list[FileMetadata], list[ra
         rest = [] if page.token is None else [whole]
         return ([] if rest else page.entries), rest
     rest = whole._replace(start=page.last)
-    cut = range_listing.pieces_of(rest, page.names, 1 if page.strays else pieces)
+    cut = range_listing.pieces_of(rest, page.names, 1 if page.strays else pieces, _folders_in)
     return range_listing.held_back(page, cut[0]), cut
 
 
 def list_range(whole: range_listing.NameRange, threads: int) -> Iterator[FileMetadata]:
     """Every object in a name range of `start_listing`, `threads` list requests in flight."""
-    yield from _entries(range_listing.list_ranges([(0, whole)], _list_page, threads))
+    yield from _entries(range_listing.list_ranges([(0, whole)], _list_page, threads, _folders_in))
 
 
 def _listed_file(path: str) -> FileMetadata | Unlisted | None:
@@ -840,7 +840,12 @@ def _list_page(whole: range_listing.NameRange, token: str | None, delimiter: str
     ]
     prefixes = reply.get("prefixes", ())
     last = max(max(names, default=""), max(prefixes, default="")) or None
-    return range_listing.Page(entries, names, last, reply.get("nextPageToken"), strays)
+    return range_listing.Page(entries, names, last, reply.get("nextPageToken"), strays, tuple(prefixes))
+
+
+def _folders_in(probe: range_listing.NameRange) -> range_listing.Page:
+    """The first page of a delimiter listing of `probe`: the folders it shows."""
+    return _list_page(probe, None, delimiter="/")
 
 
 def _metadata(blob) -> FileMetadata:

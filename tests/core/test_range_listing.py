@@ -1,10 +1,14 @@
 """Listing one gs:// prefix in name ranges side by side lists exactly what one serial listing does,
 for any names (unicode, long shared starts, names that start other names, none, one), over HTTP
 against the paging GCS stand-in, on servers that take the offsets and on those that ignore them;
-cut points always lie inside the range they cut; and a flat folder, or many small class folders,
-take about as many requests as pages, many of them in flight."""
+cut points always lie inside the range they cut, where folders start or between names; and a
+listing takes a few requests a page at most, many of them in flight, however the names of its
+folders and files spread."""
 
 from __future__ import annotations
+
+import random
+import string
 
 import apache_beam as beam
 import pytest
@@ -14,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core import storage
-from core.range_listing import MAX_NAME_BYTES, NameRange, pieces_of, split_points
+from core.range_listing import MAX_NAME_BYTES, NameRange, Page, pieces_of, split_points
 from tests.gcs_list_stand_in import ListStandIn
 from transforms.sources import ClassFolders, ListClassFolders
 
@@ -80,9 +84,12 @@ def test_cut_points_lie_strictly_inside_the_rest_of_the_range_in_order(page, pie
     assert all(a < b for a, b in zip([rest.start, *points], points, strict=False))
     assert all(point.startswith(FOLDER) and rest.holds(point) and point != rest.start for point in points)
     assert all(len(point.encode("utf-8")) <= MAX_NAME_BYTES for point in points)
-    cut = pieces_of(rest, page, pieces)
-    assert (cut[0].start, cut[-1].end) == (rest.start, rest.end)
-    assert all(a.end == b.start for a, b in zip(cut, cut[1:], strict=False))
+    folders = sorted({name[: name.index("/", len(FOLDER)) + 1] for name in page if "/" in name[len(FOLDER) :]})
+    shown = data.draw(st.lists(st.sampled_from(folders), unique=True).map(sorted)) if folders else []
+    for list_folders in (None, lambda probe: Page([], [], None, None, False, tuple(shown))):
+        cut = pieces_of(rest, page, pieces, list_folders)
+        assert len(cut) <= pieces and (cut[0].start, cut[-1].end) == (rest.start, rest.end)
+        assert all(a.end == b.start and a.start < a.end for a, b in zip(cut, cut[1:], strict=False))
 
 
 def test_a_flat_folder_is_listed_with_many_requests_in_flight(gcs):
@@ -116,3 +123,48 @@ def test_the_job_lists_a_folder_in_ranges_what_the_planner_lists(gcs):
         sources = listed.sources | beam.FlatMap(lambda sources: sources)
         assert_that((sources, listed.skipped, listed.dead_letters) | beam.Flatten(), equal_to(expected))
     assert gcs.list_requests > 40 // 3  # in pages of 3: listed, not handed over
+
+
+def _layout(seed: int, folder_style: str, file_style: str, folders: int, per_folder: int) -> list[str]:
+    """Names of `folders` class folders of `per_folder` images each, named in one of the ways
+    datasets name them."""
+    rng = random.Random(seed)
+    folder_names = {
+        "numbered": lambda f: f"class{f:04d}",
+        "synset": lambda f: f"n{rng.randrange(10**8):08d}",
+        "word": lambda f: "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 12))),
+    }[folder_style]
+    file_names = {
+        "numbered": lambda folder, i: f"img{i:07d}.jpg",
+        "synset": lambda folder, i: f"{folder}_{rng.randrange(10**5)}.JPEG",
+        "hex": lambda folder, i: f"{rng.getrandbits(64):016x}.jpg",
+    }[file_style]
+    names = set()
+    for folder in {folder_names(f) for f in range(folders)}:
+        names.update(f"in/{folder}/{file_names(folder, i)}" for i in range(per_folder))
+    return sorted(names)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.integers(0, 2**32),
+    st.sampled_from(["numbered", "synset", "word"]),
+    st.sampled_from(["numbered", "synset", "hex"]),
+    st.integers(1, 40),
+    st.integers(20_000, 50_000),
+    st.sampled_from([4, 8, 16]),
+)
+def test_however_a_dataset_names_its_folders_and_files_its_listing_takes_a_few_requests_a_page(
+    gcs, seed, folder_style, file_style, folders, objects, threads
+):
+    """Cuts fall where folders start, or evenly between names, so that few pieces are empty: an
+    empty piece costs a request and a page's wait. Threads that would otherwise wait try cuts
+    ever farther into a large folder whose end they cannot see, some of which come back empty,
+    but a listing takes a few requests a page at most, however its names spread."""
+    served = _layout(seed, folder_style, file_style, folders, objects // folders)
+    gcs.serve(served)
+    gcs.page_size, gcs.page_latency = 1000, 0.05
+    gcs.reset()
+    assert sum(1 for _ in storage.list_below("gs://b/in", threads=threads)) == len(served)
+    pages = -(-len(served) // 1000)
+    assert gcs.list_requests <= 3 * pages + 2 * threads
