@@ -198,7 +198,7 @@ def _folder_of(name: str, probe: NameRange) -> str:
     return name[: name.find("/", len(probe.prefix)) + 1]
 
 
-def folder_points(rest: NameRange, folders: Sequence[str], pieces: int, per_page: int = 1) -> list[str]:
+def folder_points(rest: NameRange, folders: Sequence[str], pieces: int, per_page: int) -> list[str]:
     """Up to `pieces - 1` of `folders` (prefixes ending in "/", sorted) that cut `rest` where a
     folder starts, as evenly by the count of folders as they allow, about two pieces for each
     page that `per_page` folders fill; none when no folder starts inside `rest`."""
