@@ -198,11 +198,16 @@ def _folder_of(name: str, probe: NameRange) -> str:
     return name[: name.find("/", len(probe.prefix)) + 1]
 
 
+def _inside(rest: NameRange, folders: Sequence[str]) -> list[str]:
+    """The folders that start inside `rest`, past its start: where it may be cut."""
+    return [folder for folder in folders if folder > rest.start and rest.holds(folder) and _fits(folder)]
+
+
 def folder_points(rest: NameRange, folders: Sequence[str], pieces: int, per_page: int) -> list[str]:
     """Up to `pieces - 1` of `folders` (prefixes ending in "/", sorted) that cut `rest` where a
     folder starts, as evenly by the count of folders as they allow, about two pieces for each
     page that `per_page` folders fill; none when no folder starts inside `rest`."""
-    inside = [folder for folder in folders if folder > rest.start and rest.holds(folder) and _fits(folder)]
+    inside = _inside(rest, folders)
     count = len(inside) + 1  # and the folder `rest` starts in
     pieces = min(pieces, max(2, math.ceil(2 * count / per_page)))
     chosen = {inside[max(k * count // pieces - 1, 0)] for k in range(1, pieces)} if inside else set()
@@ -225,9 +230,11 @@ def _cut_points(rest: NameRange, names: Sequence[str], pieces: int, list_folders
     cut as a range of its own (split_points), not the names past it. Else at split_points."""
     if pieces < 2:
         return []
+    if not list_folders:
+        return split_points(rest, names, pieces)
     probe = sibling_folders(rest)
     spanned = len({_folder_of(name, probe) for name in names}) or 1  # folders the page reached into
-    if not list_folders or spanned > _FOLDERS_SHOWN:
+    if spanned > _FOLDERS_SHOWN:
         return split_points(rest, names, pieces)
     points = folder_points(rest, list_folders(probe).folders, pieces, spanned)
     folder = _folder_of(rest.start, probe)
@@ -383,6 +390,6 @@ class _Lister:
         if bare and bare[0] <= probe.start and (bare[1] is None or (probe.end is not None and probe.end <= bare[1])):
             return Page([], [], None, None)
         page = self._list_folders(probe)
-        if page.token is None and not any(probe.holds(folder) and folder > probe.start for folder in page.folders):
+        if page.token is None and not _inside(probe, page.folders):
             self._bare[probe.prefix] = (probe.start, probe.end)
         return page
