@@ -95,7 +95,7 @@ def _run(plan: Plan, config: Config, options: PipelineOptions, publication: Publ
         if committed is not None:
             raise KeyboardInterrupt(
                 f"interrupted only after the run committed: {plan.output} holds its new dataset, whole "
-                f"({sum(split.records for split in committed.splits.values())} records, run {committed.run})"
+                f"({committed.records} records, run {committed.run})"
             ) from e
         raise
 

@@ -90,9 +90,8 @@ def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> st
             f"  {s.name:<12} {s.records:>9} {len(s.shards):>7} {s.bytes / 1e6:>14.1f}"
             + disk(on_disk[s.name] if on_disk else None)
         )
-    total = sum(s.records for s in m.splits.values())
     lines.append(
-        f"  {'total':<12} {total:>9} {sum(len(s.shards) for s in m.splits.values()):>7} "
+        f"  {'total':<12} {m.records:>9} {sum(len(s.shards) for s in m.splits.values()):>7} "
         f"{sum(s.bytes for s in m.splits.values()) / 1e6:>14.1f}" + disk(sum(on_disk.values()) if on_disk else None)
     )
     lines.append("  features:")

@@ -260,7 +260,7 @@ def _output_files(dest: str, result: dict) -> list[str]:
             for name in names
             if name.endswith(record_files(GZIP).suffix)
         )
-    result["manifest_records"] = sum(split.records for split in manifest.splits.values())
+    result["manifest_records"] = manifest.records
     result["compression_type"] = manifest.tf_compression_type
     result["manifest_counts"] = dataclasses.asdict(manifest.counts)
     return [join(dest, shard) for split in manifest.splits.values() for shard in split.shards]

@@ -192,7 +192,7 @@ def main(argv=None) -> int:
 
     manifest = manifest_io.load_manifest(args.data)
     paths = [path for split in manifest.splits for path in manifest_io.shard_paths(args.data, manifest, split)]
-    records = sum(split.records for split in manifest.splits.values())
+    records = manifest.records
     batches = records // args.batch_size
     size_mb = sum(split.bytes for split in manifest.splits.values()) / 1e6
     bs, size = args.batch_size, args.image_size

@@ -165,6 +165,11 @@ class Manifest:
     metadata_files: tuple[str, ...] = ()
 
     @property
+    def records(self) -> int:
+        """The records of every split together."""
+        return sum(split.records for split in self.splits.values())
+
+    @property
     def report_files(self) -> tuple[str, ...]:
         """The reports written beside the records: the error files and the copies files."""
         return (*self.error_files, *self.copies_files)
