@@ -2,4 +2,20 @@
 jobs (2 cores shared by several suites) never trips it, so a limit that fires means a hang, not a
 slow machine. A test that measures how quickly something ends asserts that itself, not with this."""
 
+import subprocess
+import sys
+
 SUBPROCESS_TIMEOUT = 900  # seconds
+
+
+def run_pipeline(argv, **options) -> subprocess.CompletedProcess:
+    """`python -m pipeline ARGV` as a process within SUBPROCESS_TIMEOUT, its output captured as
+    text; `options` go to subprocess.run (cwd, env)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
+        **options,
+    )

@@ -9,8 +9,6 @@ import io
 import os
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -19,7 +17,7 @@ from core.storage import read_text
 from pipeline.cli import main
 from pipeline.report import dataset_summary
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
-from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+from tests.subprocess_limits import run_pipeline
 from transforms.splits import assign_split
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample" / "tabular"
@@ -149,13 +147,7 @@ def test_fifos_and_device_links_among_the_csvs_are_dead_letters_not_hangs(tmp_pa
     os.mkfifo(tables / "a-pipe.csv")
     os.symlink("/dev/zero", tables / "zero.csv")
     argv = ["--kind", "csv", "--input", tables / "*.csv*", "--output", out, "--max_error_fraction", "0.5"]
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT,
-        check=False,
-    )
+    result = run_pipeline(argv)
     assert result.returncode == 0, result.stderr[-3000:]
     letters = {pathlib.Path(d["source"]).name: (d["stage"], d["reason"]) for d in read_dead_letters(out)}
     assert letters == {
@@ -186,13 +178,7 @@ def test_a_dangling_link_among_the_csvs_is_a_list_dead_letter_not_left_out(tmp_p
     os.symlink("missing.csv", tables / "gone.csv")  # relative, as `ln -s missing.csv gone.csv` makes
     os.symlink(tmp_path / "elsewhere.csv.gz", tables / "a-first.csv.gz")
     argv = [command, "--kind", "csv", "--input", tables / "*.csv*", "--output", out, "--max_error_fraction", "0.5"]
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT,
-        check=False,
-    )
+    result = run_pipeline(argv)
     assert result.returncode == 0, result.stderr[-3000:]
     dataset = resolve_dataset(str(out), read_text)
     assert sorted(read_dead_letters(dataset), key=lambda d: d["source"]) == [
@@ -218,13 +204,7 @@ def test_a_refresh_after_a_link_dangles_is_a_new_version_that_reports_it(tmp_pat
     argv = ["refresh", "--kind", "csv", "--input", tables / "*.csv*", "--output", root, "--max_error_fraction", "0.5"]
 
     def refresh() -> str:
-        result = subprocess.run(
-            [sys.executable, "-m", "pipeline", *map(str, argv)],
-            capture_output=True,
-            text=True,
-            timeout=SUBPROCESS_TIMEOUT,
-            check=False,
-        )
+        result = run_pipeline(argv)
         assert result.returncode == 0, result.stderr[-3000:]
         return resolve_dataset(str(root), read_text)
 

@@ -9,8 +9,6 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
-import sys
 import unicodedata
 import zlib
 
@@ -28,7 +26,7 @@ from pipeline.lease import Lease
 from pipeline.planning import make_plan
 from tests import broken_images
 from tests.dataset_reader import load_manifest, load_rejected, read_dead_letters, read_split
-from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+from tests.subprocess_limits import run_pipeline
 from transforms import listing_handover
 from transforms.gzip_pieces import HEADER
 from transforms.same_content import content_digest
@@ -237,13 +235,7 @@ def test_fifos_and_device_links_are_dead_letters_not_hangs(tmp_path, processes):
     os.symlink("/dev/zero", source / "circle/endless.jpg")
     config.write_text(f"image: {{local_processes: {processes}}}\n")
     argv = ["--input", source, "--output", out, "--config", config, "--max_error_fraction", "0.5"]
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT,
-        check=False,
-    )
+    result = run_pipeline(argv)
     assert result.returncode == 0, result.stderr[-3000:]
     letters = {pathlib.Path(d["source"]).name: d for d in read_dead_letters(out)}
     assert sorted(letters) == ["endless.jpg", "pipe.jpg"]

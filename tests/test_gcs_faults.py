@@ -15,7 +15,6 @@ import collections
 import os
 import pathlib
 import subprocess
-import sys
 
 import tensorflow as tf
 
@@ -24,7 +23,7 @@ from core.contract.manifest import Manifest
 from tests import broken_images
 from tests.fault_proxy import FAULT_KINDS, FaultProxy
 from tests.gcs_emulator import GcsEmulator
-from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+from tests.subprocess_limits import run_pipeline
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SEED = int(os.environ.get("GCS_FAULT_SEED", "0"))
@@ -67,13 +66,10 @@ def test_retry_regression_conversion_exact_under_gcs_faults(tmp_path):
         images = make_images(emulator, f"gs://{BUCKET}/in")
         # ~180 requests in a run: ~18 faults, the budget not spent before the writes at the end.
         with FaultProxy(emulator.url, seed=SEED, rate=0.1, max_faults=30, window_s=60.0) as proxy:
-            run = subprocess.run(
-                [sys.executable, "-m", "pipeline", "--input", f"gs://{BUCKET}/in", "--output", OUT],
+            run = run_pipeline(
+                ["--input", f"gs://{BUCKET}/in", "--output", OUT],
                 env={**os.environ, **emulator.env, "STORAGE_EMULATOR_HOST": proxy.url},
                 cwd=REPO,
-                capture_output=True,
-                text=True,
-                timeout=SUBPROCESS_TIMEOUT,
             )
         check_run(run, proxy)
         check_dataset(emulator, images, tmp_path, about(proxy))

@@ -5,13 +5,11 @@ nothing from Beam's retries or tracebacks; a dataset without records is never pu
 from __future__ import annotations
 
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
 from tests.dataset_reader import load_rejected
-from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+from tests.subprocess_limits import run_pipeline
 from tests.test_publication import REPO
 
 RUNNERS = {"lean": [], "parallel": ["--direct_num_workers", "2"]}
@@ -55,13 +53,7 @@ def missing_images(tmp_path: pathlib.Path) -> list[str]:
 )
 def test_a_run_without_records_is_rejected_in_the_projects_words_only(tmp_path, make_input, runner):
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline", *make_input(tmp_path), "--output", str(out), *RUNNERS[runner]],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT,
-    )
+    done = run_pipeline([*make_input(tmp_path), "--output", out, *RUNNERS[runner]], cwd=REPO)
     assert done.returncode == 1, done.stderr[-3000:]
     for noise in ("Traceback", "Exception at bundle", "Giving up", "AssertionError"):
         assert noise not in done.stderr, done.stderr[-3000:]

@@ -8,7 +8,6 @@ import importlib
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 import pipeline.commands.convert
 from pipeline.cli import main
 from pipeline.readback import CountShardRecords
-from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+from tests.subprocess_limits import run_pipeline
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample"
 
@@ -73,13 +72,7 @@ def test_an_input_that_is_not_there_or_not_its_kind_is_refused(photos, tmp_path,
 def refused_in_a_process(argv) -> str:
     """The error output of a command that must exit 2, run as a process with a time limit: a
     command that waited on its input would hang the suite."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT,
-        check=False,
-    )
+    result = run_pipeline(argv)
     assert result.returncode == 2, result.stderr[-3000:]
     assert "planned" not in result.stderr, "nothing may be read first"
     return result.stderr

@@ -10,7 +10,6 @@ import json
 import pathlib
 import shutil
 import subprocess
-import sys
 from decimal import Decimal
 
 from hypothesis import example, given
@@ -21,7 +20,7 @@ from pipeline.publish import passing_budget
 from pipeline.report import FIRST_ERRORS_SHOWN, first_errors
 from tests import broken_images
 from tests.dataset_reader import load_manifest, load_rejected, read_dead_letters
-from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+from tests.subprocess_limits import run_pipeline
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample" / "images"
@@ -79,14 +78,7 @@ def broken_folder(root: pathlib.Path) -> pathlib.Path:
 
 
 def convert(*argv) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline", *map(str, argv)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT,
-        check=False,
-    )
+    return run_pipeline(argv, cwd=REPO)
 
 
 def said(run: subprocess.CompletedProcess) -> str:

@@ -38,7 +38,7 @@ from pipeline.runners import (
     spreads_work,
     writes_while_reading,
 )
-from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+from tests.subprocess_limits import run_pipeline
 from transforms.tabular_spill import bucket_memory
 
 
@@ -263,14 +263,7 @@ def test_an_explicit_direct_runner_runs_the_job_without_trying_prism(tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
     (tmp_path / "tmp").mkdir()
     argv = ["--output", str(tmp_path / "ds"), "--runner", "DirectRunner", "--num_shards", "1"]
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=SUBPROCESS_TIMEOUT,
-        check=False,
-    )
+    result = run_pipeline(argv, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "validation" in result.stdout and (tmp_path / "ds" / "manifest.json").exists()
     assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("beam-temp")]
