@@ -25,6 +25,7 @@ import contextlib
 import datetime
 import errno
 import fcntl
+import functools
 import gzip
 import hashlib
 import io
@@ -39,7 +40,7 @@ import time
 from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
 
-from apache_beam.io.filesystem import CompressedFile, CompressionTypes, FileMetadata, FileSystem
+from apache_beam.io.filesystem import BeamIOError, CompressedFile, CompressionTypes, FileMetadata, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from core import local_writes, range_listing
@@ -98,9 +99,18 @@ def pattern_root(pattern: str) -> str:
 
 def has_filesystem(uri: str) -> bool:
     """Whether an installed Beam filesystem reads `uri`'s scheme (local paths: always)."""
+    scheme = FileSystems.get_scheme(uri)
+    return scheme is None or _reads_scheme(scheme)
+
+
+@functools.cache
+def _reads_scheme(scheme: str) -> bool:
+    """has_filesystem for a scheme, asked of Beam once: Beam searches every FileSystem subclass
+    for each path, and an image CSV asks for each row. The filesystems are those Beam imported
+    with its `filesystems` module, so the answer does not change."""
     try:
-        FileSystems.get_filesystem(uri)
-    except ValueError:
+        FileSystems.get_filesystem(f"{scheme}://")
+    except (ValueError, BeamIOError):  # no filesystem for it, or one whose extra is not installed
         return False
     return True
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core import storage
 from pipeline.config import ConfigError, load_config
 from tests.image_csv_outcomes import parse_image_csv
 from transforms.csv_records import CSV_DELIMITER_LIMIT
@@ -286,3 +287,13 @@ def test_a_row_past_the_limits_of_a_row_is_a_dead_letter_and_the_rest_is_read():
     ]
     [letter] = [o for o in out if isinstance(o, DeadLetter)]
     assert letter.source == "/d/labels.csv:2" and f"more than {CSV_DELIMITER_LIMIT:,}" in letter.reason
+
+
+def test_each_rows_scheme_is_judged_as_beam_reads_it_however_often_it_comes():
+    uris = [f"{scheme}://host/{i}.jpg" for i, scheme in enumerate(["gs", "hdfs", "s3", "foo"] * 2)]
+    out = parse([f"TRAIN,{uri},cat\n" for uri in uris], csv_uri="gs://host/labels.csv")
+    assert [isinstance(o, Source) for o in out] == [uri.startswith("gs://") for uri in uris]
+    assert all("unsupported URI scheme" in o.reason for o in out if isinstance(o, DeadLetter))
+    # Beam has a filesystem class for hdfs:// whose extra is not installed: not readable, not an error.
+    assert storage.has_filesystem("gs://b/a") and storage.has_filesystem("/a")
+    assert not storage.has_filesystem("hdfs://n/a") and not storage.has_filesystem("foo://x/a")
