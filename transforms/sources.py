@@ -46,7 +46,7 @@ from transforms import listing_handover, progress
 from transforms.counting import counter
 from transforms.csv_records import CsvPart, CsvRecords, unreadable_row
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Skipped, Source
-from transforms.splits import SplitAssigner, assign_split, check_split_name
+from transforms.splits import SplitAssigner, check_split_name
 
 Outcome = Source | Skipped | DeadLetter
 
@@ -289,6 +289,7 @@ def image_csv_rows(
     """
     base_dir = storage.parent(csv_uri)
     known_splits = set(_AUTOML_SPLITS) | {name for name, _ in fractions}
+    split_of = SplitAssigner(fractions)
     layout = None if layout_row is None else csv_layout(layout_row, csv_uri, uri_column, label_column, split_column)
     for line, row in records:
         where = f"{csv_uri}:{line}"
@@ -321,7 +322,7 @@ def image_csv_rows(
             continue
         split_value = row[split_at].strip().lower() if split_at is not None else ""
         if split_value in _UNASSIGNED:
-            split = assign_split(uri, fractions)
+            split = split_of(uri)
         elif split_value in known_splits:
             split = check_split_name(_AUTOML_SPLITS.get(split_value, split_value))
         else:

@@ -52,7 +52,7 @@ from transforms.csv_records import CSV_ROW_LIMIT, RecordTooLong, bounded_rows, u
 from transforms.example_proto import ExampleTooLarge, encode_example
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Record, Skipped
 from transforms.sources import HIDDEN, is_hidden, not_utf8, printable_path, relative_key, without_padding
-from transforms.splits import assign_split
+from transforms.splits import SplitAssigner
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
 _INT = re.compile(r"^[+-]?\d+$")
@@ -318,7 +318,7 @@ class ReadCsvRows(beam.DoFn):
     def __init__(
         self, root: str, columns: Sequence[str], fractions, delimiter: str = ",", total_bytes: int | None = None
     ):
-        self._root, self._columns, self._fractions = root, tuple(columns), tuple(fractions)
+        self._root, self._columns, self._split = root, tuple(columns), SplitAssigner(fractions)
         self._delimiter = delimiter
         self._listed, self._errors = counter("listed"), counter("errors")
         self._reading = progress.Phase("reading CSV", progress.BYTES, total_bytes)
@@ -374,7 +374,7 @@ class ReadCsvRows(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(where, "parse", problem))
                 continue
             values = tuple(row[: len(self._columns)])  # without padding past the last column
-            yield from self._outputs(Row(where, assign_split(f"{key}:{line}", self._fractions), values), line)
+            yield from self._outputs(Row(where, self._split(f"{key}:{line}"), values), line)
 
     def _outputs(self, row: Row, line: int):
         """What the step outputs for a row read from line `line` of its file: the row."""
