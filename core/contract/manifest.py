@@ -134,8 +134,12 @@ class Manifest:
     splits: dict[str, SplitInfo]
     features: dict[str, FeatureSpec]
     counts: Counts
-    # label id -> class name: sorted, but a refresh keeps the earlier ids; empty for tabular data
+    # label id -> class name: sorted, but a refresh keeps the earlier ids. Tabular data: the
+    # classes of `label_column` (its strings, or "0".."K-1" for int64 class ids); empty for a float
+    # target or none.
     label_map: tuple[str, ...] = ()
+    # Tabular data: the column each record's class or target is in (csv.label); "" for none.
+    label_column: str = ""
     # What the image label feature holds is label id + label_offset (1 for ImageNet-style readers).
     label_offset: int = 0
     error_files: tuple[str, ...] = ()
