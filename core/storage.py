@@ -316,6 +316,25 @@ def children(folder: str) -> list[str]:
         return []
 
 
+def folder_names(folder: str) -> list[str]:
+    """The names of the folders directly below `folder`, sorted: local ones (not links to folders,
+    which listings do not follow), or the prefixes a gs:// listing with a delimiter shows, asked
+    for without the objects beside them."""
+    if is_remote(folder):
+        prefix = folder.rstrip("/") + "/"
+        bucket, start = _split(prefix)
+        pages = _client().list_blobs(bucket, prefix=start, delimiter="/", fields="prefixes,nextPageToken")
+        for _ in pages.pages:  # the iterator gathers each page's prefixes
+            pass
+        return sorted(p[len(start) :].rstrip("/") for p in pages.prefixes)
+    try:
+        entries = os.scandir(folder)
+    except OSError:  # not there, or unreadable: its listing says so
+        return []
+    with entries:
+        return sorted(entry.name for entry in entries if entry.is_dir(follow_symlinks=False))
+
+
 def list_folders(folders: list[str], threads: int) -> Iterator[tuple[int, list[FileMetadata] | Exception]]:
     """(i, files directly in `folders[i]`) in batches, for every folder, listed `threads` list
     requests at a time (a large gs:// folder in name ranges side by side, as `list_below`), in no

@@ -70,6 +70,7 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
             plan.listed_here,
             plan.listing.sources,
             config.listing_threads,
+            plan.folder_layout,
         )
     else:
         c = config.image_csv

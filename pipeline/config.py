@@ -27,10 +27,11 @@ from core.contract.features import DEFAULT_IMAGE_KEYS
 from core.contract.layout import ARRAY_RECORD, FILE_FORMATS, TFRECORD
 from core.contract.manifest import KINDS
 from core.local_files import NotYaml, load_yaml
-from pipeline.flags import CONVERT_FLAGS
+from pipeline.flags import CONVERT_FLAGS, SECTION_FLAGS
 from pipeline.lease import LEASE_SECONDS
 from pipeline.sharding import MAX_SHARD_MIB, MAX_SHARDS, ShardConfig
 from transforms.csv_dialect import AUTO
+from transforms.folder_layout import LAYOUTS
 from transforms.image_check import ALPHA_MODES, DEFAULT_MAX_PIXELS, Encoding, max_pixels_limit
 from transforms.image_convert import DEFAULT_MAX_FILE_MIB, MAX_FILE_MIB
 from transforms.splits import check_split_name
@@ -113,6 +114,9 @@ class ImageConfig(pydantic.BaseModel):
     # sources with an EXIF orientation, which TF ignores: stored as they are and named in the
     # manifest's warnings (keep), or re-encoded as a photo viewer shows them (apply; converted)
     exif_orientation: Literal["keep", "apply"] = "keep"
+    # class_folders (SRC/<label>/...), split_folders (SRC/<split>/<label>/...), or auto: decided by
+    # the names of the folders below the input (transforms.folder_layout)
+    layout: Literal[LAYOUTS] = AUTO
     # sources whose shorter side is below this are dead letters naming both sizes: for readers whose
     # crop keeps a fraction of that side (configs/tpu_resnet.yaml, configs/model_garden.yaml); 1: none
     min_side: Annotated[Int, Field(ge=1, le=max_pixels_limit())] = 1
@@ -297,8 +301,9 @@ _SECTIONS = {
 }
 _KNOWN = {(): _keys(Config), **{(name,): _keys(cls) for name, cls in _SECTIONS.items()}}
 # Where each conversion flag lands: `--num_shards` in sharding.num_shards, the others at the top.
+_SECTION_OF_FLAG = {name: section for section, names in SECTION_FLAGS.items() for name in names}
 _FLAG_KEYS = {
-    (("sharding", f.name) if f.name in _keys(ShardingConfig) else (f.name,)): f"--{f.name}"
+    ((_SECTION_OF_FLAG[f.name], f.name) if f.name in _SECTION_OF_FLAG else (f.name,)): f"--{f.name}"
     for f in CONVERT_FLAGS
     if f.name != "config"
 }

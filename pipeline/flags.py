@@ -15,8 +15,10 @@ from typing import Any
 
 from core.contract.layout import FILE_FORMATS
 from core.contract.manifest import KINDS
+from transforms.folder_layout import LAYOUTS
 
-_SHARDING_KEYS = ("num_shards", "reader_hosts", "target_shard_mib")
+# The flags that set a key of a section of the config, by section (the others set top-level keys).
+SECTION_FLAGS = {"sharding": ("num_shards", "reader_hosts", "target_shard_mib"), "image": ("layout",)}
 INSTALLED_COMMAND = "tfrecord-pipeline"  # setup.py's console script
 DEBUG_FLAG = "--debug"  # accepted anywhere on any command's line, taken out before parsing (pipeline.cli)
 DEBUG_HELP = f"{DEBUG_FLAG}, anywhere on the line: tracebacks and multi-line log records in full."
@@ -67,7 +69,13 @@ CONVERT_FLAGS = (
     Flag("output", "dataset folder (local or gs://); default: output/sample[_KIND]"),
     Flag("kind", "images (class folders, the default), image_csv, or csv (tabular)", choices=KINDS),
     Flag("config", "YAML file of settings (see configs/); flags override it"),
-    Flag("splits", "split fractions, e.g. train=0.8,validation=0.2", type=split_fractions),
+    Flag(
+        "layout",
+        "images: class_folders (SRC/<label>/...), split_folders (SRC/<split>/<label>/...), or auto (the default: "
+        "split folders when the folders below SRC are named train, val, test, ...)",
+        choices=LAYOUTS,
+    ),
+    Flag("splits", "split fractions, e.g. train=0.8,validation=0.2 (class folders and CSVs)", type=split_fractions),
     Flag("num_shards", "shards per split (overrides the computed count)", type=int),
     Flag("reader_hosts", "hosts that will read the data (>= shards_per_host shards each)", type=int),
     Flag("target_shard_mib", "target shard size in MiB (default 128)", type=float),
@@ -158,5 +166,8 @@ def config_overrides(args: argparse.Namespace) -> dict:
     """The conversion flags that were given, shaped like the YAML config."""
     given = {f.name: getattr(args, f.name) for f in CONVERT_FLAGS if f.name != "config"}
     flat = {name: value for name, value in given.items() if value is not None}
-    sharding = {key: flat.pop(key) for key in _SHARDING_KEYS if key in flat}
-    return {**flat, **({"sharding": sharding} if sharding else {})}
+    for section, keys in SECTION_FLAGS.items():
+        values = {key: flat.pop(key) for key in keys if key in flat}
+        if values:
+            flat[section] = values
+    return flat

@@ -37,6 +37,14 @@ from pipeline.sharding import shard_count
 from transforms import listing_handover, progress
 from transforms.csv_dialect import CsvDialect, DialectError
 from transforms.csv_records import WHOLE_CSV, CsvPart, CsvRecords
+from transforms.folder_layout import (
+    CLASS_FOLDER_LAYOUT,
+    CLASS_FOLDERS,
+    LAYOUT_FLAG,
+    FolderLayout,
+    LayoutError,
+    detect_layout,
+)
 from transforms.outcomes import DeadLetter, Source
 from transforms.sources import ClassFolders, CsvRow, Roots, image_csv_rows, printable_path
 from transforms.tabular import MAX_COLUMNS, hidden_match, read_header, shown
@@ -65,6 +73,7 @@ class PlannedInput:
     csv_parts: tuple[CsvPart, ...] = WHOLE_CSV  # image CSV: read part by part, side by side
     csv_size: int = 0  # image CSV: its size, which its parts were cut in
     images: int | None = None  # image kinds: the images the job will convert
+    folder_layout: FolderLayout = CLASS_FOLDER_LAYOUT  # images: class folders or split folders
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,18 +96,53 @@ class Plan:
     csv_size: int = 0  # image CSV: its size, which its parts were cut in
     images: int | None = None  # image kinds: the images the job will convert (its progress' total)
     file_format: str = TFRECORD  # the manifest's spelling: tfrecord or array_record
+    folder_layout: FolderLayout = (
+        CLASS_FOLDER_LAYOUT  # images: class folders or split folders (transforms.folder_layout)
+    )
 
     @property
     def record_files(self) -> ShardedFileTemplate:
         return record_files(self.compression, self.file_format)
 
+    @property
+    def layout(self) -> dict:
+        """How the input is read, as decided before the run (the manifest's inputs.layout)."""
+        if self.kind == "images":
+            return self.folder_layout.described()
+        return self.dialect.described() if self.kind == "csv" else {}
+
 
 HAND_OVER_LIMIT = 200_000  # classified entries kept for a job in this process; beyond, it lists again
 
 
+def folder_layout(config: Config, root: str) -> FolderLayout:
+    """The layout of the image folders below `root` (image.layout, or as their names show); a
+    PlanError where it cannot be decided, or where split folders meet a `splits` setting, which
+    they leave nothing to decide."""
+    try:
+        layout = detect_layout(storage.folder_names(root), config.image.layout)
+    except LayoutError as e:
+        raise PlanError(f"{root}: {e}") from e
+    if layout.split_folders and "splits" in config.model_fields_set:
+        folders = ", ".join(f"{folder}/" for folder, _ in layout.split_folders)
+        raise PlanError(
+            f"{root} holds split folders ({folders}), which give each image its split: leave out --splits (and "
+            f"the config's splits), or hash the images of every folder into splits with {LAYOUT_FLAG} {CLASS_FOLDERS}"
+        )
+    if layout.split_folders:
+        _LOG.info(
+            "%s: split folders %s (image.layout: %s)",
+            root,
+            ", ".join(f"{folder}/ -> {split}" for folder, split in layout.split_folders),
+            config.image.layout,
+        )
+    return layout
+
+
 def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedInput:
-    classify = ClassFolders(root, config.image.extensions, config.split_fractions).listed
-    split_bytes = {name: 0 for name in config.splits}
+    layout = folder_layout(config, root)
+    classify = ClassFolders(root, config.image.extensions, config.split_fractions, layout).listed
+    split_bytes = {name: 0 for name in layout.splits or config.splits}
     labels, sources, digest = set(), 0, ListingDigest()
     kept: list | None = [] if hand_over else None
     listing = progress.Phase("listing", "files")
@@ -135,6 +179,7 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedIn
         math.ceil(sources / SOURCES_PER_PERMUTE_BUCKET),
         listing_handover.keep(kept) if kept is not None else None,
         images=sources,
+        folder_layout=layout,
     )
 
 
@@ -331,4 +376,5 @@ def make_plan(config: Config, hand_over: bool = False, local_files: bool = True)
         csv_size=planned.csv_size,
         images=planned.images,
         file_format=config.format,
+        folder_layout=planned.folder_layout,
     )

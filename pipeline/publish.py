@@ -170,7 +170,7 @@ def build_manifest(
         max_error_fraction=settings.max_error_fraction,
         error_fraction=errors / candidates if candidates else 0.0,
         image_keys=dict(settings.image_keys) if schema is None else {},
-        inputs={"input": plan.input, "kind": plan.kind, "columns": list(plan.columns)},
+        inputs={"input": plan.input, "kind": plan.kind, "columns": list(plan.columns), "layout": plan.layout},
         options={
             **settings.options,
             "planned_shards": plan.shards,

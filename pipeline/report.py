@@ -16,6 +16,7 @@ from core import storage
 from core.contract.layout import ARRAY_RECORD, REJECTED_MANIFEST_NAME, join
 from core.contract.manifest import Counts, Manifest
 from pipeline.flags import command_name
+from transforms.folder_layout import SPLIT_FOLDERS, FolderLayout
 
 FIRST_ERRORS_SHOWN = 5
 _COMPRESSION_NAMES = {"GZIP": "GZIP", "NONE": "uncompressed"}
@@ -50,7 +51,7 @@ def _counts_text(c: Counts) -> str:
 def run_summary(manifest: Manifest, output: str, seconds: float) -> str:
     """The summary `convert` and `refresh` print when the job has finished."""
     c = manifest.counts
-    lines = [f"Dataset written to {output}"]
+    lines = [f"Dataset written to {output}", *_read_as(manifest)]
     on_disk = bytes_on_disk(output, manifest)
     for split in manifest.splits.values():
         disk = f", {on_disk[split.name] / 1e6:.1f} {on_disk_label(manifest)}" if on_disk is not None else ""
@@ -75,6 +76,7 @@ def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> st
         f"{title} {dest}",
         f"  kind {m.kind}, created {m.created or '?'} by pipeline {m.package_version or '?'}, "
         f"{'ArrayRecord files' if m.file_format == ARRAY_RECORD else _stored_as(m) + ' TFRecords'} of tf.train.Example",
+        *_read_as(m),
     ]
     on_disk, disk_label = bytes_on_disk(dest, m), on_disk_label(m)
     width = len(disk_label)
@@ -115,6 +117,16 @@ def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> st
         lines.append("  errors by stage: " + ", ".join(f"{k} {v}" for k, v in m.errors_by_stage.items()))
     lines += _warning_lines(m)
     return "\n".join(lines)
+
+
+def _read_as(manifest: Manifest) -> list[str]:
+    """How the input was read where the run decided it from the data (the manifest's
+    inputs.layout), so that a person sees the reading the records follow."""
+    layout = manifest.inputs.get("layout") or {}
+    if layout.get("folders") == SPLIT_FOLDERS:
+        split_folders = FolderLayout.of(layout.get("split_folders", {})).split_folders
+        return [f"  read as split folders: {', '.join(f'{folder}/ -> {split}' for folder, split in split_folders)}"]
+    return []
 
 
 def _warning_lines(manifest: Manifest) -> list[str]:

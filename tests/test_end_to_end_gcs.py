@@ -43,6 +43,34 @@ def small_sample(tmp_path: pathlib.Path, per_class: int = 8) -> pathlib.Path:
     return root
 
 
+def test_split_folders_on_gcs(gcs_emulator, gcs_bucket, tmp_path):
+    """The folder names below a gs:// prefix decide its layout as they do on local disk (the
+    planner asks for them without the objects beside them), and the job reads each image's split
+    from its split folder, listing the prefix in name ranges."""
+    local = tmp_path / "photos"
+    for split_folder, per_class in (("train", 5), ("Valid", 2)):
+        for label_dir in sorted((SAMPLE / "images").iterdir()):
+            (local / split_folder / label_dir.name).mkdir(parents=True)
+            photos = sorted(label_dir.iterdir())
+            for path in photos[:per_class] if split_folder == "train" else photos[-per_class:]:
+                shutil.copy(path, local / split_folder / label_dir.name / path.name)
+    gcs_emulator.upload_dir(local, f"gs://{gcs_bucket}/raw")
+    out = f"gs://{gcs_bucket}/tfrecords/photos"
+    assert main(["--input", f"gs://{gcs_bucket}/raw", "--output", out]) == 0
+
+    dataset = download_dataset(gcs_emulator, out, tmp_path / "dl")
+    manifest = load_manifest(dataset)
+    assert manifest.inputs["layout"]["split_folders"] == {"Valid": "validation", "train": "train"}
+    assert manifest.label_map == ("circle", "square", "triangle")
+    for split, folder, count in (("train", "train", 15), ("validation", "Valid", 6)):
+        records = read_split(dataset, split)
+        assert len(records) == count
+        for record in records:
+            key = record["image/filename"].decode().removeprefix(f"gs://{gcs_bucket}/raw/")
+            assert key.split("/")[:2] == [folder, record["image/class/text"].decode()]
+            assert record["image/encoded"] == (local / key).read_bytes()
+
+
 @pytest.mark.parametrize("processes", [0, 2])
 def test_class_folders_on_gcs(gcs_emulator, gcs_bucket, tmp_path, processes):
     """Converted on the threads (as below 3 cores) and in converting processes, which read gs://

@@ -29,6 +29,10 @@ class CsvDialect:
     delimiter: str = ","
     decimal: str = "."
 
+    def described(self) -> dict:
+        """For the manifest's inputs: how every file was read."""
+        return {"delimiter": self.delimiter, "decimal": self.decimal}
+
 
 class DialectError(ValueError):
     """A delimiter that cannot be decided, or that splits the data otherwise than its header. One

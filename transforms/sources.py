@@ -45,20 +45,13 @@ from core.contract.layout import join
 from transforms import listing_handover, progress
 from transforms.counting import counter
 from transforms.csv_records import CsvPart, CsvRecords, unreadable_row
+from transforms.folder_layout import CLASS_FOLDER_LAYOUT, FolderLayout
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Skipped, Source
-from transforms.splits import SplitAssigner, check_split_name
+from transforms.splits import SPLIT_NAMES, SplitAssigner, check_split_name
 
 Outcome = Source | Skipped | DeadLetter
 
-# AutoML-style split values and their split names; UNASSIGNED (or empty) means "hash it".
-_AUTOML_SPLITS = {
-    "train": "train",
-    "training": "train",
-    "validation": "validation",
-    "valid": "validation",
-    "val": "validation",
-    "test": "test",
-}
+# Split values that mean "hash it" (AutoML's UNASSIGNED); the others are SPLIT_NAMES or a configured split.
 _UNASSIGNED = {"", "unassigned"}
 
 
@@ -95,21 +88,30 @@ def is_hidden(key: str) -> bool:
 
 
 class ClassFolders:
-    """Classifies what a listing of class folders below `root` finds, for the planner and the job
-    alike; what every entry shares (the extensions, the split bounds) is worked out once, as a
-    listing may hold millions of entries."""
+    """Classifies what a listing of labelled image folders below `root` finds, for the planner and
+    the job alike, in the input's `layout` (transforms.folder_layout: class folders, or split
+    folders holding class folders); what every entry shares (the extensions, the split bounds) is
+    worked out once, as a listing may hold millions of entries."""
 
-    def __init__(self, root: str, extensions: Iterable[str], fractions: Sequence[tuple[str, float]]) -> None:
+    def __init__(
+        self,
+        root: str,
+        extensions: Iterable[str],
+        fractions: Sequence[tuple[str, float]],
+        layout: FolderLayout = CLASS_FOLDER_LAYOUT,
+    ) -> None:
         self.root = root
         self._extensions = frozenset(extensions)
         self._split = SplitAssigner(fractions)
+        self._split_folders = dict(layout.split_folders)
 
     def file(self, path: str) -> Outcome:
-        """A file below `root`: an image in a class folder is a Source labelled by its first
-        folder; a hidden file, or one below a hidden folder, and a non-image file are skipped; an
-        image directly in `root` cannot be labelled; an image whose path is not valid UTF-8
-        (possible on local disk) is a dead letter naming it with the bytes escaped, since neither
-        its label, its split hash nor `image/filename` can be text."""
+        """A file below `root`: an image in a class folder is a Source labelled by that folder,
+        its split a hash of its path, or in split folders the split folder's; a hidden file, or one
+        below a hidden folder, and a non-image file are skipped; an image that is not in a class
+        folder cannot be labelled; an image whose path is not valid UTF-8 (possible on local disk)
+        is a dead letter naming it with the bytes escaped, since neither its label, its split hash
+        nor `image/filename` can be text."""
         key = relative_key(self.root, path)
         shown = printable_path(path)
         if is_hidden(key):
@@ -121,9 +123,22 @@ class ClassFolders:
             return DeadLetter(shown, "list", "file name is not valid UTF-8")
         label_end = key.find("/")
         if label_end < 0:
-            reason = "image is directly in the input folder, not in a class sub-folder <label>/"
+            where = "<split>/<label>/" if self._split_folders else "<label>/"
+            reason = f"image is directly in the input folder, not in a class sub-folder {where}"
             return DeadLetter(path, "label", reason)
-        return Source(path, key, key[:label_end], self._split(key))
+        if not self._split_folders:
+            return Source(path, key, key[:label_end], self._split(key))
+        folder = key[:label_end]
+        split = self._split_folders.get(folder)
+        if split is None:  # a folder made after planning decided the layout
+            reason = f"image is in {folder}/, which is not one of the split folders {', '.join(self._split_folders)}"
+            return DeadLetter(path, "label", reason)
+        label_start = label_end + 1
+        label_end = key.find("/", label_start)
+        if label_end < 0:
+            reason = f"image is directly in split folder {folder}/, not in a class sub-folder {folder}/<label>/"
+            return DeadLetter(path, "label", reason)
+        return Source(path, key, key[label_start:label_end], split)
 
     def listed(self, entry: FileMetadata | storage.Unlisted) -> Outcome:
         """What the listing found: a file (`file`), or something below `root` it could not list
@@ -288,7 +303,7 @@ def image_csv_rows(
     (first_layout_row), and every row of the part is data.
     """
     base_dir = storage.parent(csv_uri)
-    known_splits = set(_AUTOML_SPLITS) | {name for name, _ in fractions}
+    known_splits = set(SPLIT_NAMES) | {name for name, _ in fractions}
     split_of = SplitAssigner(fractions)
     layout = None if layout_row is None else csv_layout(layout_row, csv_uri, uri_column, label_column, split_column)
     for line, row in records:
@@ -324,7 +339,7 @@ def image_csv_rows(
         if split_value in _UNASSIGNED:
             split = split_of(uri)
         elif split_value in known_splits:
-            split = check_split_name(_AUTOML_SPLITS.get(split_value, split_value))
+            split = check_split_name(SPLIT_NAMES.get(split_value, split_value))
         else:
             yield DeadLetter(
                 where,
@@ -472,12 +487,12 @@ JOB_LISTING = "listing in the job"  # the progress phase of a listing the job ma
 
 
 class _ClassifyListed(_Route):
-    """Routes what a listing of class folders below `root` finds, classified (ClassFolders.listed),
-    with its Sources in lists; each entry counts into `listing` (the steps of one listing share it)."""
+    """Routes what a listing of class folders finds, classified by `classify`, with its Sources in
+    lists; each entry counts into `listing` (the steps of one listing share it)."""
 
-    def __init__(self, root, extensions, fractions, listing: progress.Phase | None = None):
+    def __init__(self, classify: ClassFolders, listing: progress.Phase | None = None):
         super().__init__()
-        self._classify = ClassFolders(root, extensions, fractions)
+        self._classify = classify
         self._listing = listing or progress.Phase(JOB_LISTING, "files")
 
     def routed(self, entries):
@@ -495,8 +510,8 @@ class _ListInput(_ClassifyListed):
     Or the planner's classified listing, where it was kept for this step (listing_handover: not
     counted as listing, which it is not)."""
 
-    def __init__(self, root, extensions, fractions, listed_here, listing: progress.Phase | None = None, threads=16):
-        super().__init__(root, extensions, fractions, listing)
+    def __init__(self, classify: ClassFolders, listed_here, listing: progress.Phase | None = None, threads=16):
+        super().__init__(classify, listing)
         self._listed_here, self._threads = listed_here, threads
 
     def process(self, _):
@@ -528,8 +543,8 @@ class _ListRange(_ClassifyListed):
     """A name range of a gs:// input's listing -> every object in it, routed as the listing
     streams, `threads` list requests in flight (the range split further as the threads allow)."""
 
-    def __init__(self, root, extensions, fractions, listing: progress.Phase | None = None, threads: int = 16):
-        super().__init__(root, extensions, fractions, listing)
+    def __init__(self, classify: ClassFolders, listing: progress.Phase | None = None, threads: int = 16):
+        super().__init__(classify, listing)
         self._threads = threads
 
     def process(self, name_range):
@@ -642,6 +657,7 @@ def ListClassFolders(
     listed_here: str | None = None,
     entries: int | None = None,
     threads: int = 16,
+    layout: FolderLayout = CLASS_FOLDER_LAYOUT,
 ):
     """Every file below `root`, listed inside the job (so the graph does not grow with it): the
     Sources in lists (in_lists), and a dead letter for each thing below it that cannot be listed
@@ -651,28 +667,27 @@ def ListClassFolders(
     `threads` list requests at a time, split again as they go (core.range_listing).
     `listed_here`: the key of the planner's classified listing, taken instead where the step runs
     in the planner's process (listing_handover). `entries`: what the planner listed, the
-    listing's progress total."""
+    listing's progress total. `layout`: class folders or split folders (transforms.folder_layout)."""
     outputs = (SKIPPED, DEAD_LETTERS)
     listing = progress.Phase(JOB_LISTING, "files", entries)
+    classify = ClassFolders(root, extensions, fractions, layout)
     top = (
         pbegin
         | "Start" >> beam.Impulse()
         | "ListInput"
-        >> beam.ParDo(_ListInput(root, extensions, fractions, listed_here, listing, threads)).with_outputs(
+        >> beam.ParDo(_ListInput(classify, listed_here, listing, threads)).with_outputs(
             *outputs, FOLDERS, RANGES, main="sources"
         )
     )
     below = (
         top[FOLDERS]
         | "SpreadFolders" >> beam.Reshuffle()
-        | "ListFolders"
-        >> beam.ParDo(_ListLocalFolder(root, extensions, fractions, listing)).with_outputs(*outputs, main="sources")
+        | "ListFolders" >> beam.ParDo(_ListLocalFolder(classify, listing)).with_outputs(*outputs, main="sources")
     )
     ranged = (
         top[RANGES]
         | "SpreadRanges" >> beam.Reshuffle()
-        | "ListRanges"
-        >> beam.ParDo(_ListRange(root, extensions, fractions, listing, threads)).with_outputs(*outputs, main="sources")
+        | "ListRanges" >> beam.ParDo(_ListRange(classify, listing, threads)).with_outputs(*outputs, main="sources")
     )
     steps = (top, below, ranged)
     return ListingOutputs(

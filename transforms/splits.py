@@ -12,6 +12,18 @@ import re
 from collections.abc import Sequence
 
 _SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# What people call the three usual splits (in any case: folder names, AutoML's TRAIN/VALIDATION/
+# TEST), as TFDS and Hugging Face read them, and the split each is.
+SPLIT_NAMES = {
+    "train": "train",
+    "training": "train",
+    "val": "validation",
+    "valid": "validation",
+    "validation": "validation",
+    "dev": "validation",
+    "test": "test",
+    "testing": "test",
+}
 
 
 def check_split_name(name: str) -> str:

@@ -226,6 +226,7 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
             "jpeg_quality": 95,
             "alpha": "composite",
             "exif_orientation": "keep",
+            "layout": "auto",
             "min_side": 1,
         },
         "image_csv": {"uri_column": "image_uri", "label_column": "label", "split_column": "split", "roots": []},

@@ -1,0 +1,162 @@
+"""The layouts users already have become the right dataset, end to end as a user runs them (the CLI
+as a process, TensorFlow reading the records back): image folders split into train/val/test folders
+(transforms.folder_layout). A layout the run cannot decide is refused in one line naming the
+setting that decides it."""
+
+from __future__ import annotations
+
+import io
+import pathlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from pipeline.config import load_config
+from pipeline.planning import PlanError, make_plan
+from tests.dataset_reader import load_manifest, read_dead_letters, read_split
+from tests.subprocess_limits import run_pipeline
+from transforms.splits import SPLIT_NAMES
+
+_RNG = np.random.default_rng(0)
+
+
+def jpeg() -> bytes:
+    """A small JPEG of noise: every one has other bytes (no copies between splits)."""
+    out = io.BytesIO()
+    Image.fromarray(_RNG.integers(0, 256, (12, 16, 3), dtype=np.uint8)).save(out, "JPEG")
+    return out.getvalue()
+
+
+def tree(root: pathlib.Path, files: dict[str, bytes]) -> pathlib.Path:
+    for key, data in files.items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(data)
+    return root
+
+
+def one_line_refusal(argv) -> str:
+    """stderr's last line of a command that must exit 2 before any work, with nothing above it but
+    log lines (no traceback, no usage block)."""
+    result = run_pipeline(argv)
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert not any(line.startswith(("Traceback", "usage:")) for line in lines), result.stderr
+    return lines[-1]
+
+
+@pytest.fixture(scope="module")
+def split_folders(tmp_path_factory) -> pathlib.Path:
+    """TFDS ImageFolder's layout: Train/ and val/ (any case), each with class folders, a sub-folder
+    below a class, and an image directly in a split folder (no label)."""
+    keys = [f"Train/{label}/{i}.jpg" for label in ("cat", "dog") for i in range(6)]
+    keys += [f"val/{label}/{i}.jpg" for label in ("cat", "dog") for i in range(3)]
+    keys += ["Train/dog/puppies/p.jpg", "val/unlabelled.jpg"]
+    return tree(tmp_path_factory.mktemp("in") / "photos", {key: jpeg() for key in keys})
+
+
+def test_split_folders_are_read_as_splits_with_labels_from_the_folders_below(split_folders, tmp_path):
+    out = tmp_path / "out"
+    result = run_pipeline(["--input", split_folders, "--output", out, "--max_error_fraction", "0.1"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "read as split folders: Train/ -> train, val/ -> validation" in result.stdout
+    manifest = load_manifest(out)
+    assert manifest.inputs["layout"] == {
+        "folders": "split_folders",
+        "split_folders": {"Train": "train", "val": "validation"},
+    }
+    assert manifest.label_map == ("cat", "dog")
+    assert {name: split.records for name, split in manifest.splits.items()} == {"train": 13, "validation": 6}
+    for split in manifest.splits:
+        for record in read_split(out, split):
+            key = pathlib.Path(record["image/filename"].decode()).relative_to(split_folders).as_posix()
+            folder, label = key.split("/")[:2]
+            assert (split, record["image/class/text"].decode()) == (SPLIT_NAMES[folder.lower()], label)
+            assert record["image/class/label"] == manifest.label_map.index(label)
+            assert record["image/encoded"] == (split_folders / key).read_bytes()
+    [letter] = read_dead_letters(out)
+    assert letter["source"] == str(split_folders / "val/unlabelled.jpg") and letter["stage"] == "label"
+
+
+def test_the_setting_reads_split_named_folders_as_classes(split_folders, tmp_path):
+    out = tmp_path / "out"
+    result = run_pipeline(["--input", split_folders, "--output", out, "--layout", "class_folders"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = load_manifest(out)
+    assert manifest.label_map == ("Train", "val") and manifest.inputs["layout"] == {"folders": "class_folders"}
+    assert set(manifest.splits) == {"train", "validation"}  # hashed, as for any class folders
+
+
+def test_a_mix_of_split_and_class_folders_is_refused_in_one_line(tmp_path):
+    source = tree(tmp_path / "photos", {"train/cat/1.jpg": jpeg(), "dog/1.jpg": jpeg(), "test/cat/2.jpg": jpeg()})
+    line = one_line_refusal(["--input", source, "--output", tmp_path / "out"])
+    assert line.endswith(
+        f" {source}: its folders mix split folders (test/, train/) with other folders (dog/): put the class "
+        "folders inside the split folders (<split>/<label>/...), or read every folder as a class with --layout "
+        "class_folders"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("given", [["--splits", "train=0.9,validation=0.1"], ["--config", "splits.yaml"]])
+def test_split_fractions_are_refused_for_split_folders_which_give_the_splits(split_folders, tmp_path, given):
+    (tmp_path / "splits.yaml").write_text("splits: {train: 0.5, validation: 0.5}\n")
+    given = [str(tmp_path / arg) if arg.endswith(".yaml") else arg for arg in given]
+    line = one_line_refusal(["--input", split_folders, "--output", tmp_path / "out", *given])
+    assert "holds split folders (Train/, val/), which give each image its split: leave out --splits" in line
+    assert line.endswith("--layout class_folders")
+
+
+def test_split_folders_set_in_the_config_refuse_folders_that_name_no_split(tmp_path):
+    source = tree(tmp_path / "photos", {"train/cat/1.jpg": jpeg(), "holdout/cat/2.jpg": jpeg()})
+    (tmp_path / "c.yaml").write_text("image: {layout: split_folders}\n")
+    line = one_line_refusal(["--input", source, "--output", tmp_path / "out", "--config", tmp_path / "c.yaml"])
+    assert "holdout/ is not named as a split" in line and line.endswith("or set --layout auto")
+
+
+folder_name = st.sampled_from(["cat", "dog", "Train", "val", "VALID", "test", "dev", "training", "n01", "testing"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(folder_name, st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3), min_size=1))
+def test_every_tree_of_split_and_class_folders_is_planned_as_its_names_say(tmp_path_factory, top):
+    """Generated trees: the planner reads split-named folders as splits with the labels below them,
+    other folders as classes, and refuses a mix in one line; it never makes a class of a split."""
+    root = tree(
+        tmp_path_factory.mktemp("tree"),
+        {f"{folder}/{label}/{i}.jpg": b"x" for folder, labels in top.items() for i, label in enumerate(labels)},
+    )
+    splits = {name: SPLIT_NAMES[name.lower()] for name in top if name.lower() in SPLIT_NAMES}
+    config = load_config(None, {"input": str(root), "output": str(root.parent / "out")})
+    if splits and len(splits) < len(top):
+        with pytest.raises(PlanError, match="mix split folders"):
+            make_plan(config)
+        return
+    if len(set(splits.values())) < len(splits):
+        with pytest.raises(PlanError, match="all name split"):
+            make_plan(config)
+        return
+    plan = make_plan(config)
+    if splits:
+        assert plan.label_map == tuple(sorted({label for labels in top.values() for label in labels}))
+        assert set(plan.shards) == set(splits.values())
+        assert not set(plan.label_map) & set(top)
+    else:
+        assert plan.label_map == tuple(sorted(top))
+
+
+def test_a_refresh_of_split_folders_keeps_their_splits_and_label_ids(tmp_path):
+    source = tree(
+        tmp_path / "photos",
+        {f"{s}/{label}/{i}.jpg": jpeg() for s in ("train", "test") for label in "bc" for i in range(2)},
+    )
+    root = tmp_path / "root"
+    assert run_pipeline(["refresh", "--input", source, "--output", root]).returncode == 0
+    tree(source, {"train/a/new.jpg": jpeg(), "test/c/new.jpg": jpeg()})
+    result = run_pipeline(["refresh", "--input", source, "--output", root])
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = load_manifest(root / (root / "LATEST").read_text().strip())
+    assert manifest.label_map == ("b", "c", "a")  # ids kept, the new class after them
+    assert {name: split.records for name, split in manifest.splits.items()} == {"train": 5, "test": 5}
