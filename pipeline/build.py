@@ -155,7 +155,14 @@ def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         | "SpreadFiles" >> beam.Reshuffle()
         | "ReadCsvRows"
         >> beam.ParDo(
-            ReadCsvRows(root, plan.columns, config.split_fractions, plan.dialect.delimiter, plan.listing.bytes)
+            ReadCsvRows(
+                root,
+                plan.columns,
+                config.split_fractions,
+                plan.dialect.delimiter,
+                plan.listing.bytes,
+                plan.dialect.header,
+            )
         ).with_outputs(DEAD_LETTERS, main="rows")
     )
     schema = rows.rows | "InferSchema" >> beam.CombineGlobally(

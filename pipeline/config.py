@@ -35,7 +35,7 @@ from transforms.folder_layout import LAYOUTS
 from transforms.image_check import ALPHA_MODES, DEFAULT_MAX_PIXELS, Encoding, max_pixels_limit
 from transforms.image_convert import DEFAULT_MAX_FILE_MIB, MAX_FILE_MIB
 from transforms.splits import check_split_name
-from transforms.tabular import DECLARABLE_TYPES
+from transforms.tabular import DECLARABLE_TYPES, MAX_COLUMNS
 
 # The bundled sample, converted when no --input is given. It lives beside the packages in a source
 # checkout only: it is not packaged (setup.py), so an installed copy asks for --input instead of
@@ -185,8 +185,15 @@ class CsvConfig(pydantic.BaseModel):
     # The character between fields: auto (chosen from the first file's header and first rows, among
     # , ; tab |: transforms.csv_dialect), or the one given.
     delimiter: Str = AUTO
-    # The sign before a number's fraction: "." or "," (46,70 is 46.7, and a value holding "." is text).
-    decimal: Literal[".", ","] = "."
+    # The sign before a number's fraction: auto (",", where the first file's first rows write numbers
+    # with a comma before their fraction and none with a point: transforms.csv_dialect), "." or ","
+    # (46,70 is 46.7, and a value holding "." is text).
+    decimal: Literal[AUTO, ".", ","] = AUTO
+    # Whether the first row of every file is a header: auto (as the first file's first rows show:
+    # a row whose cells do not fit the types of the columns below it is one), true or false.
+    header: Literal[AUTO] | Bool = AUTO
+    # The names of the columns of files without a header, in order (default column_1, column_2, ...).
+    columns: Annotated[tuple[Name, ...], Field(max_length=MAX_COLUMNS)] = ()
 
     @property
     def schema(self) -> dict[str, str]:

@@ -35,7 +35,7 @@ from pipeline.image_csv_plan import RowTable, found_images, names_of
 from pipeline.listing_digest import ListingDigest
 from pipeline.sharding import shard_count
 from transforms import listing_handover, progress
-from transforms.csv_dialect import CsvDialect, DialectError
+from transforms.csv_dialect import AUTO, CsvDialect, DialectError, header_warnings
 from transforms.csv_records import WHOLE_CSV, CsvPart, CsvRecords
 from transforms.folder_layout import (
     CLASS_FOLDER_LAYOUT,
@@ -74,6 +74,7 @@ class PlannedInput:
     csv_size: int = 0  # image CSV: its size, which its parts were cut in
     images: int | None = None  # image kinds: the images the job will convert
     folder_layout: FolderLayout = CLASS_FOLDER_LAYOUT  # images: class folders or split folders
+    warnings: tuple[str, ...] = ()  # what a user of the data should hear of what planning decided
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,9 +97,8 @@ class Plan:
     csv_size: int = 0  # image CSV: its size, which its parts were cut in
     images: int | None = None  # image kinds: the images the job will convert (its progress' total)
     file_format: str = TFRECORD  # the manifest's spelling: tfrecord or array_record
-    folder_layout: FolderLayout = (
-        CLASS_FOLDER_LAYOUT  # images: class folders or split folders (transforms.folder_layout)
-    )
+    folder_layout: FolderLayout = CLASS_FOLDER_LAYOUT  # images: class or split folders (transforms.folder_layout)
+    warnings: tuple[str, ...] = ()  # what a user of the data should hear of what planning decided (the manifest's)
 
     @property
     def record_files(self) -> ShardedFileTemplate:
@@ -295,6 +295,7 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
         )
     if config.csv.delimiter != dialect.delimiter:
         _LOG.info("%s: its fields are separated by %r (csv.delimiter: auto)", first, dialect.delimiter)
+    warnings = header_warnings(dialect, columns, bool(config.csv.columns)) if config.csv.header == AUTO else []
     total = digest.bytes
     split_bytes = {name: int(total * fraction) for name, fraction in config.splits.items()}
     return PlannedInput(
@@ -304,6 +305,7 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
         _listing(digest, None),
         math.ceil(total / CSV_BYTES_PER_PERMUTE_BUCKET),
         dialect=dialect,
+        warnings=tuple(warnings),
     )
 
 
@@ -319,7 +321,7 @@ def _first_header(
     passed_over = list(unlisted)
     for path in paths:
         try:
-            return path, read_header(path, settings.delimiter, settings.decimal)
+            return path, read_header(path, settings.delimiter, settings.decimal, settings.header, settings.columns)
         except NotARegularFile as e:
             passed_over.append(f"{path}: {e}")
         except DialectError as e:
@@ -377,4 +379,5 @@ def make_plan(config: Config, hand_over: bool = False, local_files: bool = True)
         images=planned.images,
         file_format=config.format,
         folder_layout=planned.folder_layout,
+        warnings=planned.warnings,
     )

@@ -43,7 +43,7 @@ from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
 from transforms import stopping
 from transforms.counting import counter
 from transforms.outcomes import OutcomeSummary
-from transforms.tabular import ColumnType, column_warnings
+from transforms.tabular import ColumnType, schema_warnings
 
 _LOG = logging.getLogger(__name__)
 
@@ -185,7 +185,8 @@ def build_manifest(
         array_record_options=WRITER_OPTIONS if plan.file_format == ARRAY_RECORD else "",
         run=settings.run,
         warnings=(
-            *(warning for name, col in (schema or {}).items() for warning in column_warnings(name, col)),
+            *plan.warnings,
+            *schema_warnings(schema or {}),
             *summary.warnings(),
             *alike_labels_warnings(plan.label_map),
             *empty_labels_warnings(plan.label_map, summary.labels),

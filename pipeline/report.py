@@ -126,6 +126,12 @@ def _read_as(manifest: Manifest) -> list[str]:
     if layout.get("folders") == SPLIT_FOLDERS:
         split_folders = FolderLayout.of(layout.get("split_folders", {})).split_folders
         return [f"  read as split folders: {', '.join(f'{folder}/ -> {split}' for folder, split in split_folders)}"]
+    if "delimiter" in layout:
+        header = "a header row" if layout.get("header", True) else "no header row"
+        return [
+            f"  read as CSV: {layout['delimiter']!r} between fields, {layout.get('decimal', '.')!r} before "
+            f"fractions, {header}"
+        ]
     return []
 
 

@@ -11,6 +11,7 @@ import io
 import os
 import pathlib
 import pickle
+import re
 import tempfile
 
 import pytest
@@ -71,7 +72,7 @@ def written(names, rows, delimiter: str, bom: bool = False) -> str:
 
 def read_back(path: str, columns: tuple[str, ...], dialect: CsvDialect) -> list:
     """What the job's ReadCsvRows makes of the file: each row's values, or a dead letter."""
-    reader = ReadCsvRows(os.path.dirname(path), columns, FRACTIONS, dialect.delimiter)
+    reader = ReadCsvRows(os.path.dirname(path), columns, FRACTIONS, dialect.delimiter, header=dialect.header)
     found = reader.process(FileMetadata(path, 0))
     return [o.values if isinstance(o, Row) else o.value for o in found]
 
@@ -89,7 +90,7 @@ def test_a_table_written_at_any_candidate_reads_back_as_written(table, delimiter
         with open(path, "w", encoding="utf-8", newline="") as f:
             f.write(written(names, rows, delimiter, bom))
         try:
-            columns, dialect = pickle.loads(pickle.dumps(read_header(path)))  # as the plan ships them
+            columns, dialect = pickle.loads(pickle.dumps(read_header(path, header=True)))  # as the plan ships them
         except DialectError as e:  # one column whose every value holds another delimiter alike
             assert len(names) == 1 and "its header names one column" in str(e)
             return
@@ -114,7 +115,7 @@ def test_a_given_delimiter_that_splits_a_table_otherwise_is_refused_naming_the_r
 @pytest.mark.parametrize(
     "head, expected",
     [
-        ("a,b;c\n1,2;3\n", "split equally well at ',' into 2 and ';' into 2 fields"),  # which one?
+        ("a,b;c\nx,y;z\n", "split equally well at ',' into 2 and ';' into 2 fields"),  # which one?
         ("a,b;c\n", "split equally well at ',' into 2 and ';' into 2 fields"),  # a header only
         ("id,x,name\n1;2;a\n3;4;b\n", "at ';' its rows have 3 each, its header 1: another file's header?"),
         ("id\n1,2\n3,4\n", "its header names one column, but each of its first 2 row(s) has 2 fields at ','"),
@@ -192,7 +193,7 @@ def test_the_delimiter_setting_is_checked(tmp_path, value, expected):
         load_config(str(path))
     assert expected in str(refused.value) and "\n" not in str(refused.value)
     assert load_config(None, {"csv": {"delimiter": "\t", "decimal": ","}}).csv.delimiter == "\t"
-    with pytest.raises(ConfigError, match="csv.decimal: should be '.' or ','"):
+    with pytest.raises(ConfigError, match="csv.decimal: should be 'auto', '.' or ','"):
         load_config(None, {"csv": {"decimal": ";"}})
 
 
@@ -216,16 +217,29 @@ def records(out) -> list[dict]:
 EXCEL_EU = 'id;price;name\n1;46,70;"Müller; Anna"\n2;3,5;Bob, Jr\n3;-0,25;Cy\n'
 
 
-def test_a_semicolon_file_becomes_its_columns_and_names_its_decimal_commas(tmp_path):
+def test_a_semicolon_file_becomes_its_columns_and_its_decimal_commas_numbers(tmp_path):
     code, out = convert(tmp_path, EXCEL_EU)
     assert code == 0
     manifest = load_manifest(out)
-    assert {n: f.dtype for n, f in manifest.features.items()} == {"id": "int64", "price": "string", "name": "string"}
-    [warning] = manifest.warnings
-    assert warning.startswith("column 'price' is stored as strings, though all 3 of its values are numbers written")
-    assert "set csv.decimal: ','" in warning
+    assert {n: f.dtype for n, f in manifest.features.items()} == {"id": "int64", "price": "float32", "name": "string"}
+    assert manifest.warnings == ()
     assert [r["name"] for r in records(out)] == ["Müller; Anna".encode(), b"Bob, Jr", b"Cy"]
+    assert [r["price"] for r in records(out)] == pytest.approx([46.7, 3.5, -0.25])
+    assert manifest.inputs["layout"] == {"delimiter": ";", "decimal": ",", "header": True}
     assert manifest.options["planned_delimiter"] == ";", "the manifest records what the run read with"
+
+
+def test_decimal_commas_read_with_a_point_are_named_in_one_warning(tmp_path):
+    code, out = convert(tmp_path, "id;price;cost\n1;46,70;1,5\n2;3,5;2,25\n", 'csv: {decimal: "."}')
+    assert code == 0
+    manifest = load_manifest(out)
+    assert manifest.features["price"].dtype == manifest.features["cost"].dtype == "string"
+    [warning] = manifest.warnings
+    assert warning.startswith(
+        "columns ['price', 'cost'] are stored as strings, though in column 'price', all 2 of its values are numbers "
+        "written with ',' before the fraction"
+    )
+    assert "set csv.decimal: ','" in warning
 
 
 def test_a_decimal_comma_setting_stores_those_numbers(tmp_path):
@@ -267,3 +281,78 @@ def test_a_given_delimiter_that_splits_no_row_as_the_header_is_refused_with_the_
 def test_rows_that_split_otherwise_than_the_header_are_refused(tmp_path, caplog):
     line = refused(caplog, convert(tmp_path, "id,x,name\n1;2;a\n3;4;b\n")[0])
     assert line.startswith(f"{tmp_path}/in/t.csv: none of its first 2 row(s) has the header's 3 field(s)")
+
+
+# --- whether a table has a header, and its decimal sign, from its types
+
+
+@st.composite
+def typed_tables(draw):
+    """(names, rows, decimal, delimiter): columns of int, float, string and date values, at least one
+    of them numbers or dates; names as headers have them (not numbers or dates); floats written
+    with the decimal sign, with two places (three would be shaped as grouped thousands)."""
+    kinds = draw(st.lists(st.sampled_from(["int", "float", "string", "date"]), min_size=1, max_size=5))
+    if not set(kinds) - {"string"}:
+        kinds.append(draw(st.sampled_from(["int", "float", "date"])))
+    # One column of decimal-comma numbers is two columns of integers as well (46,70): not generated.
+    decimal = draw(st.sampled_from([".", ","] if kinds != ["float"] else ["."]))
+    delimiter = draw(st.sampled_from(CANDIDATES))
+    names = draw(
+        st.lists(
+            st.from_regex(r"[a-z][a-z_]{0,7}", fullmatch=True), min_size=len(kinds), max_size=len(kinds), unique=True
+        )
+    )
+    cell = {
+        "int": st.integers(-(10**6), 10**6).map(str),
+        "float": st.floats(-1e4, 1e4, allow_nan=False).map(lambda x: f"{x:.2f}".replace(".", decimal)),
+        "string": st.from_regex(r"[A-Za-z][a-z ]{0,6}", fullmatch=True),
+        "date": st.dates().map(lambda d: d.isoformat()),
+    }
+    first = [draw(cell[kind]) for kind in kinds]
+    typed = [i for i, kind in enumerate(kinds) if kind != "string"]
+    # Blank rows are no rows; a later row holds a value of a typed column (what tells a header).
+    later = st.tuples(*(st.one_of(cell[kind], st.just("")) for kind in kinds)).map(list)
+    later = later.filter(lambda row: any(row[i] for i in typed))
+    rows = [first, *draw(st.lists(later, min_size=1, max_size=8))]
+    return names, rows, decimal, delimiter, kinds
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=typed_tables(), header=st.booleans())
+def test_a_header_and_a_decimal_comma_are_read_from_the_types_below_them(table, header):
+    """Whatever the columns, delimiter and decimal sign: a first row of names over typed columns is
+    a header, a first row of values is data, and numbers with a decimal comma are read as numbers;
+    the job then reads back every row as written, and no row is lost to a header it does not have."""
+    names, rows, decimal, delimiter, kinds = table
+    text = written(names, rows, delimiter) if header else written(rows[0], rows[1:], delimiter)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "t.csv")
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        columns, dialect = read_header(path)
+        assert dialect.header == header
+        assert columns == (tuple(names) if header else tuple(f"column_{n}" for n in range(1, len(names) + 1)))
+        floats = [row[i] for row in rows for i, kind in enumerate(kinds) if kind == "float" and row[i]]
+        if floats:
+            assert dialect.decimal == decimal
+        assert [tuple(r) for r in read_back(path, columns, dialect)] == [tuple(row) for row in rows]
+
+
+def test_a_table_of_text_alone_is_read_with_a_header_as_pandas_reads_one(tmp_path):
+    (tmp_path / "t.csv").write_text("cat,black\ndog,brown\n")
+    assert read_header(str(tmp_path / "t.csv"))[0] == ("cat", "black")
+    columns, dialect = read_header(str(tmp_path / "t.csv"), header=False, names=("animal", "colour"))
+    assert columns == ("animal", "colour") and not dialect.header
+
+
+@pytest.mark.parametrize(
+    "head, settings, expected",
+    [
+        ("a,b\n1,2\n", {"names": ("x", "y")}, "csv.columns names the columns of files without a header row"),
+        ("1,2\n3,4\n", {"names": ("x",)}, "csv.columns names 1 column(s), but its rows have 2 field(s)"),
+    ],
+)
+def test_column_names_that_do_not_fit_the_files_are_refused(tmp_path, head, settings, expected):
+    (tmp_path / "t.csv").write_text(head)
+    with pytest.raises(DialectError, match=re.escape(expected)):
+        read_header(str(tmp_path / "t.csv"), **settings)

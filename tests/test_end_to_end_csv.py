@@ -346,6 +346,6 @@ def test_a_csv_written_with_comma_space_keeps_its_numbers_and_says_what_keeps_sp
         " n": "int64",
         " name": "string",
     }
-    assert [w.split(" has spaces")[0] for w in manifest.warnings] == ["column ' n'", "column ' name'"]
+    assert [w.split(" have spaces")[0] for w in manifest.warnings] == ["columns [' n', ' name']"]
     records = sorted((r["id"], r[" n"], r[" name"]) for split in manifest.splits for r in read_split(out, split))
     assert records == [(1, 2, b" ann"), (3, 40, b" bob")]

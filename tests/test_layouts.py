@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import pathlib
+import subprocess
 
 import numpy as np
 import pytest
@@ -160,3 +161,84 @@ def test_a_refresh_of_split_folders_keeps_their_splits_and_label_ids(tmp_path):
     manifest = load_manifest(root / (root / "LATEST").read_text().strip())
     assert manifest.label_map == ("b", "c", "a")  # ids kept, the new class after them
     assert {name: split.records for name, split in manifest.splits.items()} == {"train": 5, "test": 5}
+
+
+# --- tables
+
+
+def iris_rows(count: int = 30) -> list[tuple[float, float, str]]:
+    rng = np.random.default_rng(1)
+    species = ("setosa", "versicolor", "virginica")
+    return [
+        (round(1 + 3 * (i % 3) + rng.random(), 1), round(3 + rng.random(), 2), species[i % 3]) for i in range(count)
+    ]
+
+
+def table(path: pathlib.Path, rows, header=None, delimiter=",", decimal=".") -> pathlib.Path:
+    def cell(value) -> str:
+        return str(value).replace(".", decimal) if isinstance(value, float) else str(value)
+
+    lines = ([delimiter.join(header)] if header else []) + [delimiter.join(map(cell, row)) for row in rows]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def as_rows(records: list[dict], names) -> list[tuple]:
+    """The records' values of `names`, sorted, each float as float32 held it, to 4 places."""
+    return sorted(
+        tuple(round(v, 4) if isinstance(v, float) else v.decode() if isinstance(v, bytes) else v for v in values)
+        for values in ([r[name] for name in names] for r in records)
+    )
+
+
+def converted_table(tmp_path, source, *extra) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    out = tmp_path / "out"
+    result = run_pipeline(["--kind", "csv", "--input", source, "--output", out, *extra])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result, [record for split in load_manifest(out).splits for record in read_split(out, split)]
+
+
+def test_a_table_without_a_header_keeps_its_first_row_and_names_its_columns(tmp_path):
+    rows = iris_rows()
+    result, records = converted_table(tmp_path, table(tmp_path / "in" / "iris.csv", rows))
+    manifest = load_manifest(tmp_path / "out")
+    assert manifest.inputs["columns"] == ["column_1", "column_2", "column_3"]
+    assert manifest.inputs["layout"]["header"] is False and "no header row" in result.stdout
+    [warning] = manifest.warnings
+    assert "no header row" in warning and "column_1 .. column_3" in warning and "csv.columns" in warning
+    # every row, the first too, with its numbers as numbers
+    assert as_rows(records, ["column_1", "column_2", "column_3"]) == sorted(rows)
+
+
+def test_the_columns_of_a_table_without_a_header_are_named_by_the_setting(tmp_path):
+    source = table(tmp_path / "in" / "iris.csv", iris_rows())
+    (tmp_path / "c.yaml").write_text("csv: {columns: [length, width, species]}\n")
+    _, records = converted_table(tmp_path, source, "--config", tmp_path / "c.yaml")
+    manifest = load_manifest(tmp_path / "out")
+    assert manifest.inputs["columns"] == ["length", "width", "species"] and manifest.warnings == ()
+    assert len(records) == 30
+
+
+def test_a_semicolon_table_with_decimal_commas_keeps_its_numbers(tmp_path):
+    rows = iris_rows()
+    source = table(tmp_path / "in" / "iris.csv", rows, ("length", "width", "species"), ";", ",")
+    result, records = converted_table(tmp_path, source)
+    manifest = load_manifest(tmp_path / "out")
+    assert {name: f.dtype for name, f in manifest.features.items()} == {
+        "length": "float32",
+        "width": "float32",
+        "species": "string",
+    }
+    assert manifest.warnings == ()
+    assert "read as CSV: ';' between fields, ',' before fractions, a header row" in result.stdout
+    assert as_rows(records, ["length", "width", "species"]) == sorted(rows)
+
+
+def test_columns_that_share_a_warning_are_named_in_one_line(tmp_path):
+    source = table(tmp_path / "in" / "eu.csv", iris_rows(), ("length", "width", "species"), ";", ",")
+    (tmp_path / "c.yaml").write_text('csv: {decimal: "."}\n')
+    result, _ = converted_table(tmp_path, source, "--config", tmp_path / "c.yaml")
+    warnings = [line for line in result.stdout.splitlines() if line.strip().startswith("warning:")]
+    assert len(warnings) == 1 and "columns ['length', 'width'] are stored as strings" in warnings[0]
+    assert "set csv.decimal: ','" in warnings[0]

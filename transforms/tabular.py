@@ -47,7 +47,8 @@ from core import storage
 from core.local_files import NotARegularFile
 from transforms import progress, stopping
 from transforms.counting import counter
-from transforms.csv_dialect import AUTO, CsvDialect, choose_delimiter, row_fields
+from transforms.csv_dialect import AUTO, CsvDialect, DialectError, choose_dialect, head_rows, row_fields
+from transforms.csv_numbers import GROUPED_THOUSANDS, OTHER_DECIMAL, is_float, is_int64, other_decimal, read_float
 from transforms.csv_records import CSV_ROW_LIMIT, RecordTooLong, bounded_rows, unreadable_row
 from transforms.example_proto import ExampleTooLarge, encode_example
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Record, Skipped
@@ -55,15 +56,12 @@ from transforms.sources import HIDDEN, is_hidden, not_utf8, printable_path, rela
 from transforms.splits import SplitAssigner
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
-_INT = re.compile(r"^[+-]?\d+$")
 _LEADING_ZERO = re.compile(r"[+-]?0\d")  # "007", "-01", "00.5": digits a number does not keep
 FLOAT32_EXACT = 2**24  # float32 holds every integer up to this; past it, not even every integer
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _BOOLS = {"true": 1, "false": 0, "1": 1, "0": 0}
-_OTHER_DECIMAL = {".": ",", ",": "."}
-_GROUPED_THOUSANDS = {sign: re.compile(rf"[+-]?\d{{1,3}}(?:{re.escape(sign)}\d{{3}})+") for sign in _OTHER_DECIMAL}
 
 
+GENERATED_NAME = "column_"  # + its number from 1: the names of the columns of files without a header
 # Past this many values that are not numbers, a column is text: its values are no longer checked.
 STRAY_TEXT_LIMIT = 100
 # Columns a dataset may have. Wide tables (genomics, one-hot features) reach tens of thousands, and
@@ -121,41 +119,6 @@ class Row(NamedTuple):
     values: tuple[str, ...]
 
 
-def is_int64(value: str) -> bool:
-    """Spaces around the digits allowed, as float() (is_float) and int() allow them: `1, 2` from a
-    CSV written with ', ' between fields is two integers, not two float32s."""
-    digits = value.strip()
-    return bool(_INT.match(digits)) and _INT64_MIN <= int(digits) <= _INT64_MAX
-
-
-def read_float(value: str, decimal: str = ".") -> float:
-    """The number a cell writes, `decimal` before its fraction; ValueError when it writes none.
-    float() takes Python's digit grouping ("1_000"), which CSV tools never write. With a decimal
-    comma, a value holding a point is text: `1.234,5` groups thousands and `1.5` follows the other
-    convention, and a guess at either could be wrong."""
-    if "_" in value or (decimal == "," and "." in value):
-        raise ValueError(f"{value!r} is not a number")
-    try:
-        return float(value.replace(",", ".", 1) if decimal == "," else value)
-    except ValueError:
-        raise ValueError(f"{value!r} is not a number") from None
-
-
-def is_float(value: str, decimal: str = ".") -> bool:
-    try:
-        read_float(value, decimal)
-    except ValueError:
-        return False
-    return True
-
-
-def other_decimal(value: str, decimal: str) -> bool:
-    """Whether `value`, no number with `decimal`, is one with the other decimal sign (46,70 where
-    the setting is '.'): a file written in the other convention."""
-    other = _OTHER_DECIMAL[decimal]
-    return other in value and is_float(value, other)
-
-
 def float32_of(number: float) -> float:
     """What a float32 feature holds of `number` (protobuf rounds each float_list value so)."""
     return struct.unpack("f", struct.pack("f", number))[0]
@@ -195,20 +158,34 @@ def parse_value(value: str, dtype: str, decimal: str = "."):
     raise ValueError(f"unknown dtype {dtype!r}")
 
 
-def read_header(uri: str, delimiter: str = AUTO, decimal: str = ".") -> tuple[tuple[str, ...], CsvDialect]:
-    """The column names of a CSV file's header (a UTF-8 BOM before it is not part of them), and
-    the dialect to read it with: `delimiter` (csv.delimiter), `auto` chosen from the header and
-    first rows (transforms.csv_dialect.choose_delimiter, whose DialectError this raises).
-    ValueError when the first line is longer than HEADER_LIMIT or the header is not UTF-8. A bad
-    byte in a later row is that row's dead letter (ReadCsvRows), so the header is decoded alone,
-    not with the rest."""
+def read_header(
+    uri: str, delimiter: str = AUTO, decimal: str = AUTO, header: str | bool = AUTO, names: Sequence[str] = ()
+) -> tuple[tuple[str, ...], CsvDialect]:
+    """The column names of a CSV file (a UTF-8 BOM before them is not part of them), and the
+    dialect to read it with: `delimiter`, `decimal` and `header` (csv.delimiter, csv.decimal,
+    csv.header) as given, `auto` as its first lines show (transforms.csv_dialect.choose_dialect,
+    whose DialectError this raises). The names are its header's; for a file without one, `names`
+    (csv.columns), or column_1 .. column_N. ValueError when the first line is longer than
+    HEADER_LIMIT or the header is not UTF-8. A bad byte in a later row is that row's dead letter
+    (ReadCsvRows), so the header is decoded alone, not with the rest."""
     csv.field_size_limit(CSV_ROW_LIMIT)  # the csv module's one setting, as the job's (ReadCsvRows)
     head, whole = _read_head(uri)
-    chosen = choose_delimiter(head, delimiter, whole)
-    header = tuple(without_padding(next(csv.reader(io.StringIO(head, newline=""), delimiter=chosen), [])))
-    if not_utf8(header):
-        raise ValueError(f"its header is not UTF-8 text: {list(header)!r}")
-    return header, CsvDialect(chosen, decimal)
+    dialect = choose_dialect(head, delimiter, decimal, header, whole)
+    rows = head_rows(head, dialect.delimiter, whole)
+    first = tuple(without_padding(rows[0] if rows else []))
+    if not_utf8(first):
+        raise ValueError(f"its {'header' if dialect.header else 'first row'} is not UTF-8 text: {list(first)!r}")
+    if dialect.header:
+        if names:
+            raise DialectError(
+                "csv.columns names the columns of files without a header row, but its first row is a header "
+                f"{shown(first)}: leave csv.columns out to use it, or set csv.header: false if it is data"
+            )
+        return first, dialect
+    width = max((len(without_padding(row)) for row in rows), default=0)
+    if names and len(names) != width:
+        raise DialectError(f"csv.columns names {len(names)} column(s), but its rows have {width} field(s)")
+    return tuple(names) or tuple(f"{GENERATED_NAME}{number}" for number in range(1, width + 1)), dialect
 
 
 def _read_head(uri: str) -> tuple[str, bool]:
@@ -313,13 +290,20 @@ class ReadCsvRows(beam.DoFn):
     letter, and so is a row past the limits (csv_records.bounded_rows), every row of a file whose header
     differs (its rows weigh in the error budget as rows; a file with none is one), and a FIFO or
     device (one). Each file counts into the `reading CSV` phase (transforms.progress) as it is read,
-    in bytes of the `total_bytes` listed."""
+    in bytes of the `total_bytes` listed. `header`: whether every file's first row is a header
+    (the plan's dialect), else data like the rest."""
 
     def __init__(
-        self, root: str, columns: Sequence[str], fractions, delimiter: str = ",", total_bytes: int | None = None
+        self,
+        root: str,
+        columns: Sequence[str],
+        fractions,
+        delimiter: str = ",",
+        total_bytes: int | None = None,
+        header: bool = True,
     ):
         self._root, self._columns, self._split = root, tuple(columns), SplitAssigner(fractions)
-        self._delimiter = delimiter
+        self._delimiter, self._header = delimiter, header
         self._listed, self._errors = counter("listed"), counter("errors")
         self._reading = progress.Phase("reading CSV", progress.BYTES, total_bytes)
 
@@ -330,7 +314,8 @@ class ReadCsvRows(beam.DoFn):
         try:
             with storage.open_text(path, errors="surrogateescape") as text:
                 read.watch(text)
-                yield from self._rows(path, key, bounded_rows(text, self._delimiter, HEADER_LIMIT), read)
+                first_limit = HEADER_LIMIT if self._header else CSV_ROW_LIMIT
+                yield from self._rows(path, key, bounded_rows(text, self._delimiter, first_limit), read)
         except csv.Error as e:  # before the first row: the header cannot be parsed
             letter = DeadLetter(path, "header", f"malformed header: {e}")
             yield _whole_file_error(self._listed, self._errors, letter)
@@ -349,13 +334,14 @@ class ReadCsvRows(beam.DoFn):
         read.done()
 
     def _rows(self, path, key, records, read: _FileRead):
-        _, header = next(records, (0, []))
-        if isinstance(header, Exception):  # the header cannot be parsed, or is past its limit
-            raise header
-        header = tuple(without_padding(header))
-        if header != self._columns:
-            yield from self._other_header(path, header, records)
-            return
+        if self._header:
+            _, header = next(records, (0, []))
+            if isinstance(header, Exception):  # the header cannot be parsed, or is past its limit
+                raise header
+            header = tuple(without_padding(header))
+            if header != self._columns:
+                yield from self._other_header(path, header, records)
+                return
         for count, (line, row) in enumerate(records, 1):
             if not count % READ_COUNT_ROWS:
                 read.advance()
@@ -435,7 +421,7 @@ class _Tally:
         self.least_not_number = _least(self.least_not_number, (source, value))
         if other_decimal(value, decimal):
             self.other_decimal += 1
-            self.grouped_thousands += bool(_GROUPED_THOUSANDS[_OTHER_DECIMAL[decimal]].fullmatch(value.strip()))
+            self.grouped_thousands += bool(GROUPED_THOUSANDS[OTHER_DECIMAL[decimal]].fullmatch(value.strip()))
 
 
 def _least(*noted: tuple[str, str] | None) -> tuple[str, str] | None:
@@ -512,27 +498,70 @@ class InferSchema(beam.CombineFn):
         return schema
 
 
+# The warnings of a column, in the order a run lists them: whether a column has one, and the one
+# warning of every column that has it (named as `columns`, the first of them giving the example).
+_WARNINGS = (
+    (lambda name, found: name != name.strip(), lambda columns, found: spaced_name_warning(columns)),
+    (lambda name, found: found.stray_text, lambda columns, found: stray_text_warning(columns, found.stray_text)),
+    (
+        lambda name, found: found.other_decimal,
+        lambda columns, found: other_decimal_warning(
+            columns, found.other_decimal, found.decimal, found.grouped_thousands
+        ),
+    ),
+    (
+        lambda name, found: found.leading_zeros,
+        lambda columns, found: leading_zeros_warning(columns, found.dtype, found.leading_zeros, found.decimal),
+    ),
+    (
+        lambda name, found: found.float32_moved,
+        lambda columns, found: float32_warning(columns, found.float32_moved, found.decimal),
+    ),
+)
+
+
 def column_warnings(column: str, found: ColumnType) -> list[str]:
-    """What a user of the data is told of a column (the manifest's warnings)."""
+    """What a user of the data is told of one column."""
+    return schema_warnings({column: found})
+
+
+def schema_warnings(schema: dict[str, ColumnType]) -> list[str]:
+    """What a user of the data is told of its columns (the manifest's warnings): one warning of
+    each kind, naming every column it is about, with the first of them as the example (a table of
+    eleven columns written with a decimal comma is one warning, not eleven)."""
     warnings = []
-    if column != column.strip():
-        warnings.append(spaced_name_warning(column))
-    if found.stray_text:
-        warnings.append(stray_text_warning(column, found.stray_text))
-    if found.other_decimal:
-        warnings.append(other_decimal_warning(column, found.other_decimal, found.decimal, found.grouped_thousands))
-    if found.leading_zeros:
-        warnings.append(leading_zeros_warning(column, found.dtype, found.leading_zeros, found.decimal))
-    if found.float32_moved:
-        warnings.append(float32_warning(column, found.float32_moved, found.decimal))
+    for applies, warning in _WARNINGS:
+        named = [name for name, found in schema.items() if applies(name, found)]
+        if named:
+            warnings.append(warning(Columns(tuple(named)), schema[named[0]]))
     return warnings
 
 
-def spaced_name_warning(column: str) -> str:
+@dataclasses.dataclass(frozen=True)
+class Columns:
+    """The columns a warning is about, as its sentence names them: `column 'a' is` or `columns
+    'a', 'b' are`, and, of several, the one its example comes from."""
+
+    names: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"column {self.names[0]!r}" if len(self.names) == 1 else f"columns {shown(self.names)}"
+
+    def verb(self, one: str, several: str) -> str:
+        return one if len(self.names) == 1 else several
+
+    @property
+    def example(self) -> str:
+        """Where an example of several columns is from: `in column 'a', `; nothing for one."""
+        return "" if len(self.names) == 1 else f"in column {self.names[0]!r}, "
+
+
+def spaced_name_warning(columns: Columns) -> str:
     return (
-        f"column {column!r} has spaces around its name, which its feature key keeps (fields separated by ', '?); "
-        "text values written so keep theirs too (numbers do not); write the file without the spaces, or read "
-        "the key as it is"
+        f"{columns} {columns.verb('has', 'have')} spaces around {columns.verb('its name', 'their names')}, which "
+        f"{columns.verb('its feature key keeps', 'their feature keys keep')} (fields separated by ', '?); text "
+        "values written so keep theirs too (numbers do not); write the file without the spaces, or read the "
+        f"{columns.verb('key as it is', 'keys as they are')}"
     )
 
 
@@ -543,39 +572,40 @@ def _some(noted: NotedValues, have: str, has: str) -> str:
     return f"{noted.count} of its {noted.numbers} values {have}"
 
 
-def leading_zeros_warning(column: str, dtype: str, noted: NotedValues, decimal: str = ".") -> str:
-    """What a user is told of a column stored as numbers that some values wrote with leading zeros."""
+def leading_zeros_warning(columns: Columns, dtype: str, noted: NotedValues, decimal: str = ".") -> str:
+    """What a user is told of columns stored as numbers that some values wrote with leading zeros."""
     return (
-        f"column {column!r} is stored as {dtype}, which keeps no leading zeros: "
-        f"{_some(noted, 'have them', 'has them')} (for example {noted.source}: {noted.value!r} is stored as "
-        f"{stored_value(noted.value, dtype, decimal)!r}); declare it in csv.schema as string to keep the values as "
-        f"written, or as {dtype} to keep the numbers without this warning"
+        f"{columns} {columns.verb('is', 'are')} stored as {dtype}, which keeps no leading zeros: "
+        f"{columns.example}{_some(noted, 'have them', 'has them')} (for example {noted.source}: {noted.value!r} is "
+        f"stored as {stored_value(noted.value, dtype, decimal)!r}); declare {columns.verb('it', 'them')} in "
+        f"csv.schema as string to keep the values as written, or as {dtype} to keep the numbers without this warning"
     )
 
 
-def float32_warning(column: str, noted: NotedValues, decimal: str = ".") -> str:
-    """What a user is told of a float32 column whose numbers float32 moves by 1 or more."""
+def float32_warning(columns: Columns, noted: NotedValues, decimal: str = ".") -> str:
+    """What a user is told of float32 columns whose numbers float32 moves by 1 or more."""
     return (
-        f"column {column!r} is stored as float32, which holds numbers of {FLOAT32_EXACT:,} or more only to the "
-        f"nearest of its steps (2 and up): {_some(noted, 'change', 'changes')} by 1 or more (for example "
-        f"{noted.source}: {noted.value!r} is stored as {stored_value(noted.value, 'float32', decimal)!r}); declare "
-        "it in csv.schema as string to keep the values as written (or int64 if they are integers), or as float32 to "
-        "keep them rounded without this warning"
+        f"{columns} {columns.verb('is', 'are')} stored as float32, which holds numbers of {FLOAT32_EXACT:,} or more "
+        f"only to the nearest of its steps (2 and up): {columns.example}{_some(noted, 'change', 'changes')} by 1 or "
+        f"more (for example {noted.source}: {noted.value!r} is stored as "
+        f"{stored_value(noted.value, 'float32', decimal)!r}); declare {columns.verb('it', 'them')} in csv.schema as "
+        "string to keep the values as written (or int64 if they are integers), or as float32 to keep them rounded "
+        "without this warning"
     )
 
 
-def other_decimal_warning(column: str, noted: NotedValues, decimal: str, grouped_thousands: bool) -> str:
-    """What a user is told of a column stored as strings because its numbers are written with the
+def other_decimal_warning(columns: Columns, noted: NotedValues, decimal: str, grouped_thousands: bool) -> str:
+    """What a user is told of columns stored as strings because their numbers are written with the
     other decimal sign (46,70 where csv.decimal is '.')."""
-    other = _OTHER_DECIMAL[decimal]
+    other = OTHER_DECIMAL[decimal]
     total = noted.count + noted.numbers
     whole = noted.count == total
     some = f"all {total} of its values are numbers" if whole else f"its values are numbers, {noted.count} of {total}"
     warning = (
-        f"column {column!r} is stored as strings, though {some} written with {other!r} before the fraction, which "
-        f"csv.decimal {decimal!r} reads as text (for example {noted.source}: {noted.value!r}): if the file writes its "
-        f"numbers so, set csv.decimal: {other!r} (or declare the column string in csv.schema to keep the text "
-        "without this warning)"
+        f"{columns} {columns.verb('is', 'are')} stored as strings, though {columns.example}{some} written with "
+        f"{other!r} before the fraction, which csv.decimal {decimal!r} reads as text (for example {noted.source}: "
+        f"{noted.value!r}): if the file writes its numbers so, set csv.decimal: {other!r} (or declare the "
+        f"{columns.verb('column', 'columns')} string in csv.schema to keep the text without this warning)"
     )
     if grouped_thousands:
         warning += (
@@ -585,8 +615,8 @@ def other_decimal_warning(column: str, noted: NotedValues, decimal: str, grouped
     return warning
 
 
-def stray_text_warning(column: str, stray: NotedValues) -> str:
-    """What a user is told of a column that a few values made string."""
+def stray_text_warning(columns: Columns, stray: NotedValues) -> str:
+    """What a user is told of columns that a few values made string."""
     total = stray.count + stray.numbers
     some = (
         f"1 of its {total} values is not a number"
@@ -594,8 +624,9 @@ def stray_text_warning(column: str, stray: NotedValues) -> str:
         else f"{stray.count} of its {total} values are not numbers"
     )
     return (
-        f"column {column!r} is stored as strings: {some} (for example {stray.source}: {stray.value!r}); declare "
-        "it in csv.schema (float32 or int64) to make such rows dead letters, or string to keep it as it is"
+        f"{columns} {columns.verb('is', 'are')} stored as strings: {columns.example}{some} (for example "
+        f"{stray.source}: {stray.value!r}); declare {columns.verb('it', 'them')} in csv.schema (float32 or int64) to "
+        f"make such rows dead letters, or string to keep {columns.verb('it as it is', 'them as they are')}"
     )
 
 

@@ -162,8 +162,9 @@ class SpillRows(ReadCsvRows):
         folder: str,
         buckets: int,
         total_bytes: int | None = None,
+        header: bool = True,
     ):
-        super().__init__(root, columns, fractions, delimiter, total_bytes)
+        super().__init__(root, columns, fractions, delimiter, total_bytes, header)
         self._infer = infer
         self._splits = {name: index for index, (name, _) in enumerate(fractions)}
         self._folder, self._buckets = folder, buckets
@@ -317,7 +318,9 @@ def convert_through_spill(
     """The CSV files' metadata -> records in their shards, through the spill (module docstring)."""
     infer = InferSchema(columns, declared, dialect.decimal)
     folder, buckets = spill_folder(layout), bucket_count(input_bytes)
-    reading = SpillRows(root, columns, fractions, dialect.delimiter, infer, folder, buckets, input_bytes)
+    reading = SpillRows(
+        root, columns, fractions, dialect.delimiter, infer, folder, buckets, input_bytes, dialect.header
+    )
     spilled = files | "SpillRows" >> beam.ParDo(reading).with_outputs(DEAD_LETTERS, main="spills")
     rows = spilled.spills | "MergeSpills" >> OnceWithAll(merge_spills, infer)
     splits = tuple(name for name, _ in fractions)

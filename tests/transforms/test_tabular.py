@@ -9,6 +9,7 @@ from transforms.example_proto import MAX_EXAMPLE_BYTES
 from transforms.outcomes import DEAD_LETTERS, DeadLetter
 from transforms.tabular import (
     STRAY_TEXT_LIMIT,
+    Columns,
     ColumnType,
     EncodeRows,
     InferSchema,
@@ -127,10 +128,12 @@ def test_a_few_values_that_make_a_column_of_numbers_string_are_named():
     assert schema["a"] == ColumnType("int64", 0)
     assert schema["b"] == ColumnType("string", 0, NotedValues(1, 30, "f.csv:32", "\x004"))
     assert schema["c"] == ColumnType("string", 20)  # text only: nothing stray
-    warning = stray_text_warning("b", schema["b"].stray_text)
+    warning = stray_text_warning(Columns(("b",)), schema["b"].stray_text)
     assert warning.startswith("column 'b' is stored as strings: 1 of its 31 values is not a number")
     assert "f.csv:32: '\\x004'" in warning and "csv.schema" in warning
-    assert "3 of its 10 values are not numbers" in stray_text_warning("b", NotedValues(3, 7, "f.csv:2", "x"))
+    assert "3 of its 10 values are not numbers" in stray_text_warning(
+        Columns(("b",)), NotedValues(3, 7, "f.csv:2", "x")
+    )
 
 
 def test_a_text_column_or_a_declared_one_has_nothing_stray():
