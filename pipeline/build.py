@@ -137,6 +137,7 @@ def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
         | "ListCsvFiles" >> beam.ParDo(ListCsvFiles(plan.input)).with_outputs(SKIPPED, DEAD_LETTERS, main="files")
     )
     root = storage.pattern_root(plan.input)
+    infer = InferSchema(plan.columns, config.csv.schema, plan.dialect.decimal, plan.label_column, known=plan.label_map)
     if writes_while_reading(p.options, plan.kind, plan.shards, config.image.local_write_while_reading):
         spilled = convert_through_spill(
             files.files,
@@ -144,9 +145,10 @@ def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
             plan.columns,
             config.split_fractions,
             plan.dialect,
-            config.csv.schema,
+            infer,
             ShardLayout(folder, plan.shards, plan.compression, plan.file_format),
             plan.listing.bytes,
+            plan.label_column,
         )
         dead_letters = [files.dead_letters, *spilled.dead_letters]
         return Outcomes(spilled.counted, spilled.shard_files, files.skipped, dead_letters, spilled.schema)
@@ -165,16 +167,14 @@ def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
             )
         ).with_outputs(DEAD_LETTERS, main="rows")
     )
-    schema = rows.rows | "InferSchema" >> beam.CombineGlobally(
-        InferSchema(plan.columns, config.csv.schema, plan.dialect.decimal)
-    )
+    schema = rows.rows | "InferSchema" >> beam.CombineGlobally(infer)
     encoded = (
         rows.rows
         | "PermuteRows" >> PermuteOrder(plan.permute_buckets)
         | "EncodeRows"
-        >> beam.ParDo(EncodeRows(plan.columns, plan.dialect.decimal), beam.pvalue.AsSingleton(schema)).with_outputs(
-            DEAD_LETTERS, main="records"
-        )
+        >> beam.ParDo(
+            EncodeRows(plan.columns, plan.dialect.decimal, plan.label_column), beam.pvalue.AsSingleton(schema)
+        ).with_outputs(DEAD_LETTERS, main="records")
     )
     counted, shard_files = _written(encoded.records, plan, folder)
     dead_letters = [files.dead_letters, rows.dead_letters, encoded.dead_letters]

@@ -194,6 +194,10 @@ class CsvConfig(pydantic.BaseModel):
     header: Literal[AUTO] | Bool = AUTO
     # The names of the columns of files without a header, in order (default column_1, column_2, ...).
     columns: Annotated[tuple[Name, ...], Field(max_length=MAX_COLUMNS)] = ()
+    # The column of each row's class or target (transforms.label_column): its classes go into the
+    # manifest's label map, a string column's values stored as their class ids; auto: the column
+    # named `label`, if there is one; "" for none.
+    label: Str = AUTO
 
     @property
     def schema(self) -> dict[str, str]:

@@ -18,7 +18,11 @@ from core.contract.manifest import KINDS
 from transforms.folder_layout import LAYOUTS
 
 # The flags that set a key of a section of the config, by section (the others set top-level keys).
-SECTION_FLAGS = {"sharding": ("num_shards", "reader_hosts", "target_shard_mib"), "image": ("layout",)}
+SECTION_FLAGS = {
+    "sharding": ("num_shards", "reader_hosts", "target_shard_mib"),
+    "image": ("layout",),
+    "csv": ("label",),
+}
 INSTALLED_COMMAND = "tfrecord-pipeline"  # setup.py's console script
 DEBUG_FLAG = "--debug"  # accepted anywhere on any command's line, taken out before parsing (pipeline.cli)
 DEBUG_HELP = f"{DEBUG_FLAG}, anywhere on the line: tracebacks and multi-line log records in full."
@@ -76,6 +80,11 @@ CONVERT_FLAGS = (
         choices=LAYOUTS,
     ),
     Flag("splits", "split fractions, e.g. train=0.8,validation=0.2 (class folders and CSVs)", type=split_fractions),
+    Flag(
+        "label",
+        "csv: the column of each row's class (its values become class ids, named in the manifest) or target; "
+        "default: the column named label, if any",
+    ),
     Flag("num_shards", "shards per split (overrides the computed count)", type=int),
     Flag("reader_hosts", "hosts that will read the data (>= shards_per_host shards each)", type=int),
     Flag("target_shard_mib", "target shard size in MiB (default 128)", type=float),

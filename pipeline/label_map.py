@@ -1,4 +1,5 @@
-"""A run's label map: what it may hide, and how a new version of a dataset keeps its ids.
+"""A run's label map: what it may hide (how a new version of a dataset keeps its ids:
+transforms.label_column.kept_ids).
 
 Labels that a person reads as one but that are distinct strings each become a class of their own
 and split the examples of what is meant as one.
@@ -29,14 +30,6 @@ def alike_labels_warnings(labels: Iterable[str]) -> list[str]:
         for group in groups.values()
         if len(group) > 1
     ]
-
-
-def kept_ids(previous: tuple[str, ...], labels: tuple[str, ...]) -> tuple[str, ...]:
-    """The label map of a new version of a dataset whose previous version had `previous`: every id
-    keeps its class (a class without sources now keeps its id, with no records), and labels new to
-    this version follow, sorted. A sorted map would move every id after a new class's name, and a
-    model trained on the previous version would read the new records with the wrong classes."""
-    return previous + tuple(sorted(set(labels) - set(previous)))
 
 
 def _shown(labels: list[str] | tuple[str, ...]) -> str:

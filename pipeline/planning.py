@@ -18,6 +18,7 @@ import collections
 import contextlib
 import csv
 import dataclasses
+import difflib
 import functools
 import gc
 import logging
@@ -53,6 +54,7 @@ _LOG = logging.getLogger(__name__)
 SOURCES_PER_PERMUTE_BUCKET = 100_000
 CSV_BYTES_PER_PERMUTE_BUCKET = 64 << 20
 CSV_PART_BYTES = 32 << 20  # an image CSV's rows are read in parts of about this size, side by side
+LABEL_COLUMN = "label"  # the label column of a table whose csv.label is auto, where it has one
 
 
 class PlanError(ValueError):
@@ -75,6 +77,7 @@ class PlannedInput:
     images: int | None = None  # image kinds: the images the job will convert
     folder_layout: FolderLayout = CLASS_FOLDER_LAYOUT  # images: class folders or split folders
     warnings: tuple[str, ...] = ()  # what a user of the data should hear of what planning decided
+    label_column: str = ""  # tabular: the column of each row's class or target (csv.label)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +94,9 @@ class Plan:
     compression: str = GZIP  # the manifest's spelling: GZIP or NONE
     index: bool = False  # write a record index beside each shard
     listed_here: str | None = None  # the key of the classified listing kept for the job (listing_handover)
-    kept_labels: int = 0  # a refresh: the label map's first ids, kept from the previous version (label_map.kept_ids)
+    kept_labels: int = (
+        0  # a refresh: the label map's first ids, kept from the previous version (transforms.label_column.kept_ids)
+    )
     dialect: CsvDialect = CsvDialect()  # tabular: how every file is read (transforms.csv_dialect)
     csv_parts: tuple[CsvPart, ...] = WHOLE_CSV  # image CSV: read part by part, side by side
     csv_size: int = 0  # image CSV: its size, which its parts were cut in
@@ -99,6 +104,7 @@ class Plan:
     file_format: str = TFRECORD  # the manifest's spelling: tfrecord or array_record
     folder_layout: FolderLayout = CLASS_FOLDER_LAYOUT  # images: class or split folders (transforms.folder_layout)
     warnings: tuple[str, ...] = ()  # what a user of the data should hear of what planning decided (the manifest's)
+    label_column: str = ""  # tabular: the column of each row's class or target (csv.label)
 
     @property
     def record_files(self) -> ShardedFileTemplate:
@@ -296,6 +302,15 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     if config.csv.delimiter != dialect.delimiter:
         _LOG.info("%s: its fields are separated by %r (csv.delimiter: auto)", first, dialect.delimiter)
     warnings = header_warnings(dialect, columns, bool(config.csv.columns)) if config.csv.header == AUTO else []
+    label = config.csv.label
+    if label not in (AUTO, "") and label not in columns:
+        close = difflib.get_close_matches(label, columns, n=1)
+        raise PlanError(
+            f"--label (csv.label) names column {label!r}, which {first} lacks"
+            + (f": did you mean {close[0]!r}?" if close else "")
+            + f" (columns: {shown(columns)})"
+        )
+    label = (LABEL_COLUMN if LABEL_COLUMN in columns else "") if label == AUTO else label
     total = digest.bytes
     split_bytes = {name: int(total * fraction) for name, fraction in config.splits.items()}
     return PlannedInput(
@@ -306,6 +321,7 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
         math.ceil(total / CSV_BYTES_PER_PERMUTE_BUCKET),
         dialect=dialect,
         warnings=tuple(warnings),
+        label_column=label,
     )
 
 
@@ -380,4 +396,5 @@ def make_plan(config: Config, hand_over: bool = False, local_files: bool = True)
         file_format=config.format,
         folder_layout=planned.folder_layout,
         warnings=planned.warnings,
+        label_column=planned.label_column,
     )

@@ -119,13 +119,10 @@ class RunSettings:
 
 def feature_specs(image_keys: dict[str, str], schema: dict[str, ColumnType] | None) -> dict[str, FeatureSpec]:
     """Image datasets have the fixed image keys; tabular ones one feature per column, optional
-    when some record lacks it. Declared booleans are stored as int64."""
+    when some record lacks it. Declared booleans and a string label column's class ids are int64."""
     if schema is None:
         return {key: FeatureSpec(key, IMAGE_KEY_DTYPES[role]) for role, key in image_keys.items()}
-    return {
-        name: FeatureSpec(name, "int64" if col.dtype == "bool" else col.dtype, (), col.missing == 0)
-        for name, col in schema.items()
-    }
+    return {name: FeatureSpec(name, col.stored_dtype, (), col.missing == 0) for name, col in schema.items()}
 
 
 def build_manifest(
@@ -156,12 +153,16 @@ def build_manifest(
         listed=written + skipped + errors, written=written, converted=summary.converted, skipped=skipped, errors=errors
     )
     candidates = counts.listed - counts.skipped
+    label_map = (
+        plan.label_map if schema is None else (schema[plan.label_column].classes or ()) if plan.label_column else ()
+    )
     return Manifest(
         kind=plan.kind,
         splits=splits,
         features=feature_specs(settings.image_keys, schema),
         counts=counts,
-        label_map=plan.label_map,
+        label_map=label_map,
+        label_column=plan.label_column,
         label_offset=settings.label_offset if schema is None else 0,
         error_files=tuple(sorted(storage.basename(f) for f in error_files)),
         copies_files=tuple(sorted(storage.basename(f) for f in copies_files)),
@@ -188,10 +189,10 @@ def build_manifest(
             *plan.warnings,
             *schema_warnings(schema or {}),
             *summary.warnings(),
-            *alike_labels_warnings(plan.label_map),
-            *empty_labels_warnings(plan.label_map, summary.labels),
+            *alike_labels_warnings(label_map),
+            *empty_labels_warnings(label_map, summary.labels),
             *missing_from_split_warnings(summary.labels),
-            *new_labels_warnings(plan.label_map, plan.kept_labels),
+            *new_labels_warnings(label_map, plan.kept_labels),
         ),
     )
 

@@ -242,3 +242,69 @@ def test_columns_that_share_a_warning_are_named_in_one_line(tmp_path):
     warnings = [line for line in result.stdout.splitlines() if line.strip().startswith("warning:")]
     assert len(warnings) == 1 and "columns ['length', 'width'] are stored as strings" in warnings[0]
     assert "set csv.decimal: ','" in warnings[0]
+
+
+# --- string labels
+
+
+def test_a_string_label_column_is_stored_as_class_ids_named_in_the_manifest(tmp_path):
+    rows = iris_rows()
+    source = table(tmp_path / "in" / "iris.csv", rows, ("length", "width", "species"))
+    result, records = converted_table(tmp_path, source, "--label", "species")
+    manifest = load_manifest(tmp_path / "out")
+    assert manifest.label_column == "species" and manifest.label_map == ("setosa", "versicolor", "virginica")
+    assert manifest.features["species"].dtype == "int64"
+    named = sorted((r["length"], r["width"], manifest.label_map[r["species"]]) for r in records)
+    assert [(round(a, 4), round(b, 4), c) for a, b, c in named] == sorted(rows)
+    counts = {
+        label: sum(s.label_counts.get(label, 0) for s in manifest.splits.values()) for label in manifest.label_map
+    }
+    assert counts == {"setosa": 10, "versicolor": 10, "virginica": 10}
+
+
+def test_a_column_named_label_is_the_label_column_and_int_labels_are_their_own_ids(tmp_path):
+    source = table(tmp_path / "in" / "t.csv", [(float(i), i % 3) for i in range(12)], ("x", "label"))
+    converted_table(tmp_path, source)
+    manifest = load_manifest(tmp_path / "out")
+    assert (manifest.label_column, manifest.label_map) == ("label", ("0", "1", "2"))
+    assert manifest.features["label"].dtype == "int64"
+
+
+def test_a_float_label_column_is_a_target_without_classes(tmp_path):
+    source = table(tmp_path / "in" / "t.csv", [(float(i), i / 7) for i in range(12)], ("x", "y"))
+    converted_table(tmp_path, source, "--label", "y")
+    manifest = load_manifest(tmp_path / "out")
+    assert (manifest.label_column, manifest.label_map, manifest.features["y"].dtype) == ("y", (), "float32")
+
+
+def test_a_row_without_a_label_is_a_dead_letter(tmp_path):
+    source = table(tmp_path / "in" / "t.csv", [(1.5, "cat"), (2.5, ""), (3.5, "dog")] * 10, ("x", "animal"))
+    out = tmp_path / "out"
+    result = run_pipeline(
+        ["--kind", "csv", "--input", source, "--output", out, "--label", "animal", "--max_error_fraction", "0.5"]
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    letters = read_dead_letters(out)
+    assert len(letters) == 10 and {d["reason"] for d in letters} == {"no value in the label column 'animal'"}
+    assert load_manifest(out).label_map == ("cat", "dog")
+
+
+def test_a_label_column_the_files_lack_is_refused_naming_the_closest(tmp_path):
+    source = table(tmp_path / "in" / "t.csv", iris_rows(), ("length", "width", "species"))
+    line = one_line_refusal(["--kind", "csv", "--input", source, "--output", tmp_path / "out", "--label", "specie"])
+    assert "--label (csv.label) names column 'specie'" in line and "did you mean 'species'?" in line
+
+
+def test_a_refresh_keeps_the_class_ids_of_a_string_label(tmp_path):
+    source = tmp_path / "in"
+    table(source / "a.csv", [(1.5, "dog"), (2.5, "cat")] * 5, ("x", "animal"))
+    root = tmp_path / "root"
+    argv = ["refresh", "--kind", "csv", "--input", source / "*.csv", "--output", root, "--label", "animal"]
+    assert run_pipeline(argv).returncode == 0
+    table(source / "b.csv", [(3.5, "ant"), (4.5, "cat")] * 5, ("x", "animal"))
+    assert run_pipeline(argv).returncode == 0
+    latest = root / (root / "LATEST").read_text().strip()
+    manifest = load_manifest(latest)
+    assert manifest.label_map == ("cat", "dog", "ant")  # the ids of the first version kept, the new class after
+    ids = {round(r["x"], 1): r["animal"] for split in manifest.splits for r in read_split(latest, split)}
+    assert ids == {1.5: 1, 2.5: 0, 3.5: 2, 4.5: 0}

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import re
 import reprlib
@@ -51,6 +52,7 @@ from transforms.csv_dialect import AUTO, CsvDialect, DialectError, choose_dialec
 from transforms.csv_numbers import GROUPED_THOUSANDS, OTHER_DECIMAL, is_float, is_int64, other_decimal, read_float
 from transforms.csv_records import CSV_ROW_LIMIT, RecordTooLong, bounded_rows, unreadable_row
 from transforms.example_proto import ExampleTooLarge, encode_example
+from transforms.label_column import MAX_CLASSES, label_classes, label_warnings
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Record, Skipped
 from transforms.sources import HIDDEN, is_hidden, not_utf8, printable_path, relative_key, without_padding
 from transforms.splits import SplitAssigner
@@ -111,6 +113,23 @@ class ColumnType:
     # every one of those is shaped as thousands grouped with that sign are (1,234): perhaps they are
     grouped_thousands: bool = False
     decimal: str = "."  # csv.decimal, which the values the warnings show were read with
+    # The label column's classes (transforms.label_column.label_classes; None: it has none to name),
+    # and why it has none where a user may expect some.
+    classes: tuple[str, ...] | None = None
+    class_warnings: tuple[str, ...] = ()
+
+    @property
+    def stored_dtype(self) -> str:
+        """The dtype of its feature: a bool is stored as int64, and so is a string label column
+        with classes, as their ids."""
+        if self.dtype == "bool" or (self.dtype == "string" and self.classes is not None):
+            return "int64"
+        return self.dtype
+
+    @functools.cached_property
+    def class_ids(self) -> dict[str, int]:
+        """A string label column's class id of each of its values."""
+        return {name: i for i, name in enumerate(self.classes or ())}
 
 
 class Row(NamedTuple):
@@ -401,6 +420,16 @@ class _Tally:
     least_float32_moved: tuple[str, str] | None = None  # (source, value)
     other_decimal: int = 0  # of the not_numbers, those that are numbers with the other decimal sign
     grouped_thousands: int = 0  # of those, the ones shaped as thousands grouped with that sign (1,234)
+    # The label column's (csv.label) distinct values; None for other columns, and past MAX_CLASSES.
+    values: set[str] | None = None
+    too_many_values: bool = False
+
+    def note_value(self, value: str) -> None:
+        """A label column's value, held up to MAX_CLASSES distinct ones (label_column)."""
+        if self.values is not None:
+            self.values.add(value)
+            if len(self.values) > MAX_CLASSES:
+                self.values, self.too_many_values = None, True
 
     def text_column(self) -> bool:
         """Whether the column is text past doubt: its values need no more checks."""
@@ -436,16 +465,28 @@ class InferSchema(beam.CombineFn):
     decimal sign (46,70 where csv.decimal is '.': a file written in the other convention); of a
     column stored as numbers, the values written with leading zeros (zip codes, ids), which the
     numbers lose; of a float32 column, the numbers float32 moves by 1 or more (moved_by_float32).
-    Numbers are read with the `decimal` sign (csv.decimal)."""
+    Numbers are read with the `decimal` sign (csv.decimal). Of the `label` column (csv.label), also
+    its classes (transforms.label_column), after the `known` ones of a previous version."""
 
-    def __init__(self, columns: Sequence[str], declared: dict[str, str], decimal: str = "."):
+    def __init__(
+        self,
+        columns: Sequence[str],
+        declared: dict[str, str],
+        decimal: str = ".",
+        label: str = "",
+        known: tuple[str, ...] = (),
+    ):
         self._columns, self._declared, self._decimal = tuple(columns), dict(declared), decimal
+        self._label, self._known = label, tuple(known)
+        self._label_at = self._columns.index(label) if label else None
 
     def create_accumulator(self) -> list[_Tally]:
-        return [_Tally() for _ in self._columns]
+        return [_Tally(values=set() if i == self._label_at else None) for i in range(len(self._columns))]
 
     def add_input(self, acc: list[_Tally], row: Row) -> list[_Tally]:
         decimal = self._decimal
+        if self._label_at is not None and row.values[self._label_at]:
+            acc[self._label_at].note_value(row.values[self._label_at])
         for tally, value in zip(acc, row.values, strict=True):
             if value == "":
                 tally.missing += 1
@@ -461,7 +502,7 @@ class InferSchema(beam.CombineFn):
         return acc
 
     def merge_accumulators(self, accumulators) -> list[_Tally]:
-        return [
+        merged = [
             _Tally(
                 all_int=all(t.all_int for t in tallies),
                 missing=sum(t.missing for t in tallies),
@@ -477,6 +518,15 @@ class InferSchema(beam.CombineFn):
             )
             for tallies in zip(*accumulators, strict=True)
         ]
+        if self._label_at is not None:
+            label = merged[self._label_at]
+            tallies = [acc[self._label_at] for acc in accumulators]
+            label.too_many_values = any(t.too_many_values for t in tallies)
+            label.values = None if label.too_many_values else set()
+            for tally in tallies:
+                for value in tally.values or ():
+                    label.note_value(value)
+        return merged
 
     def extract_output(self, acc: list[_Tally]) -> dict[str, ColumnType]:
         schema = {}
@@ -492,8 +542,19 @@ class InferSchema(beam.CombineFn):
             moved = not declared and inferred == "float32" and t.float32_moved
             rounded = NotedValues(t.float32_moved, t.numbers, *t.least_float32_moved) if moved else None
             grouped = bool(convention) and t.grouped_thousands == t.other_decimal
+            dtype = declared or inferred
+            values = None if t.too_many_values else t.values
             schema[name] = ColumnType(
-                declared or inferred, t.missing, stray, leading, rounded, other, grouped, self._decimal
+                dtype,
+                t.missing,
+                stray,
+                leading,
+                rounded,
+                other,
+                grouped,
+                self._decimal,
+                label_classes(dtype, values, self._known) if name == self._label else None,
+                tuple(label_warnings(name, dtype, values)) if name == self._label else (),
             )
         return schema
 
@@ -528,8 +589,9 @@ def column_warnings(column: str, found: ColumnType) -> list[str]:
 def schema_warnings(schema: dict[str, ColumnType]) -> list[str]:
     """What a user of the data is told of its columns (the manifest's warnings): one warning of
     each kind, naming every column it is about, with the first of them as the example (a table of
-    eleven columns written with a decimal comma is one warning, not eleven)."""
-    warnings = []
+    eleven columns written with a decimal comma is one warning, not eleven); and of its label
+    column, why it has no classes."""
+    warnings = [warning for found in schema.values() for warning in found.class_warnings]
     for applies, warning in _WARNINGS:
         named = [name for name, found in schema.items() if applies(name, found)]
         if named:
@@ -632,12 +694,13 @@ def stray_text_warning(columns: Columns, stray: NotedValues) -> str:
 
 class EncodeRows(beam.DoFn):
     """Row -> Record, typed by the (side input) schema, numbers read with the `decimal` sign
-    (csv.decimal); a value that does not fit a declared type makes the row a dead letter, and so
-    does a row whose Example TensorFlow could not parse. Rows count into the `converting` phase
-    (transforms.progress), progress.COUNT_EVERY at a time and the rest at a bundle's end."""
+    (csv.decimal), the `label` column's value as its class (encode_row); a value that does not fit
+    a declared type makes the row a dead letter, and so does a row without a label or whose Example
+    TensorFlow could not parse. Rows count into the `converting` phase (transforms.progress),
+    progress.COUNT_EVERY at a time and the rest at a bundle's end."""
 
-    def __init__(self, columns: Sequence[str], decimal: str = "."):
-        self._columns, self._decimal = tuple(columns), decimal
+    def __init__(self, columns: Sequence[str], decimal: str = ".", label: str = ""):
+        self._columns, self._decimal, self._label = tuple(columns), decimal, label
         self._written, self._errors = counter("written"), counter("errors")
         self._converting, self._uncounted = progress.Phase("converting", "rows"), 0
 
@@ -652,7 +715,7 @@ class EncodeRows(beam.DoFn):
         if self._uncounted == progress.COUNT_EVERY:
             self._converting.add(self._uncounted)
             self._uncounted = 0
-        outcome = encode_row(row, self._columns, schema, self._decimal)
+        outcome = encode_row(row, self._columns, schema, self._decimal, self._label)
         if isinstance(outcome, DeadLetter):
             self._errors.inc()
             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, outcome)
@@ -661,18 +724,31 @@ class EncodeRows(beam.DoFn):
         yield outcome
 
 
-def encode_row(row: Row, columns: Sequence[str], schema: dict[str, ColumnType], decimal: str) -> Record | DeadLetter:
-    """The row's Record, typed by `schema`, numbers read with the `decimal` sign; a dead letter
-    when a value does not fit its declared type or the Example would be too large to parse."""
-    features = {}
+def encode_row(
+    row: Row, columns: Sequence[str], schema: dict[str, ColumnType], decimal: str, label: str = ""
+) -> Record | DeadLetter:
+    """The row's Record, typed by `schema`, numbers read with the `decimal` sign; the `label`
+    column's value stored as its class id where it is a string column with classes, and the
+    Record labelled by its class (for the label counts); a dead letter when a value does not fit
+    its declared type, when the label is empty, or when the Example would be too large to parse."""
+    features, label_name = {}, ""
     for name, value in zip(columns, row.values, strict=True):
+        if name == label:
+            if value == "":
+                return DeadLetter(row.source, "parse", f"no value in the label column {label!r}")
+            found = schema[name]
+            if found.classes is not None and found.dtype == "string":
+                features[name], label_name = found.class_ids[value], value
+                continue
         if value == "":
             continue
         try:
             features[name] = parse_value(value, schema[name].dtype, decimal)
         except ValueError as e:
             return DeadLetter(row.source, "parse", f"column {name!r}: {e}")
+        if name == label and schema[name].classes is not None:
+            label_name = str(features[name])
     try:
-        return Record(row.split, "", False, encode_example(features))
+        return Record(row.split, label_name, False, encode_example(features))
     except ExampleTooLarge as e:
         return DeadLetter(row.source, "encode", str(e))

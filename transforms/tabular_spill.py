@@ -272,8 +272,11 @@ class WriteSpilledRows(beam.DoFn):
     the rows that make no record on DEAD_LETTERS. Each row counts into the `converting` phase
     (transforms.progress), of every row spilled."""
 
-    def __init__(self, layout: ShardLayout, columns: Sequence[str], splits: Sequence[str], decimal: str):
+    def __init__(
+        self, layout: ShardLayout, columns: Sequence[str], splits: Sequence[str], decimal: str, label: str = ""
+    ):
         self._layout, self._columns, self._splits, self._decimal = layout, tuple(columns), tuple(splits), decimal
+        self._label = label
         self._written, self._errors = counter("written"), counter("errors")
         self._converting = progress.Phase("converting", "rows")
 
@@ -288,7 +291,7 @@ class WriteSpilledRows(beam.DoFn):
         for bucket in spilled.buckets:
             for row in progress.counted(permuted_rows(bucket, self._splits, self._random), self._converting):
                 stopping.check()
-                outcome = encode_row(row, self._columns, spilled.schema, self._decimal)
+                outcome = encode_row(row, self._columns, spilled.schema, self._decimal, self._label)
                 if isinstance(outcome, DeadLetter):
                     self._errors.inc()
                     yield beam.pvalue.TaggedOutput(DEAD_LETTERS, outcome)
@@ -313,10 +316,18 @@ class SpillOutcomes(NamedTuple):
 
 
 def convert_through_spill(
-    files, root: str, columns, fractions, dialect: CsvDialect, declared, layout: ShardLayout, input_bytes: int
+    files,
+    root: str,
+    columns,
+    fractions,
+    dialect: CsvDialect,
+    infer: InferSchema,
+    layout: ShardLayout,
+    input_bytes: int,
+    label: str = "",
 ) -> SpillOutcomes:
-    """The CSV files' metadata -> records in their shards, through the spill (module docstring)."""
-    infer = InferSchema(columns, declared, dialect.decimal)
+    """The CSV files' metadata -> records in their shards, through the spill (module docstring);
+    `infer` types the columns, `label` is the column whose classes it finds."""
     folder, buckets = spill_folder(layout), bucket_count(input_bytes)
     reading = SpillRows(
         root, columns, fractions, dialect.delimiter, infer, folder, buckets, input_bytes, dialect.header
@@ -325,7 +336,7 @@ def convert_through_spill(
     rows = spilled.spills | "MergeSpills" >> OnceWithAll(merge_spills, infer)
     splits = tuple(name for name, _ in fractions)
     written = rows | "WriteSpilledRows" >> beam.ParDo(
-        WriteSpilledRows(layout, columns, splits, dialect.decimal)
+        WriteSpilledRows(layout, columns, splits, dialect.decimal, label)
     ).with_outputs(DEAD_LETTERS, SHARD_PARTS, main="counted")
     return SpillOutcomes(
         written.counted,

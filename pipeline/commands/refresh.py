@@ -20,7 +20,7 @@ One refresh per ROOT at a time (ROOT/.lease: pipeline.lease); it deletes version
 without any manifest by runs that died. Splits do not move between
 versions: a source's split is a hash of its path below SRC (transforms.splits), whatever else was
 added. Nor do label ids: a new version keeps the previous one's, new labels after them
-(pipeline.label_map.kept_ids).
+(transforms.label_column.kept_ids).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from pipeline.build import converting_processes
 from pipeline.config import Config, ConfigError, load_config, to_dict
 from pipeline.flags import REFRESH_FLAGS, command_name, config_overrides, make_parser, parse_command_line
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
-from pipeline.label_map import kept_ids
 from pipeline.lease import Fence, Lease, LeaseHeldError
 from pipeline.listing_digest import same_method
 from pipeline.planning import Plan, PlanError, make_plan
@@ -60,6 +59,7 @@ from pipeline.runners import (
 from pipeline.version_store import VersionPublication, latest_version, remove_unfinished_versions
 from transforms import convert_pool
 from transforms.counting import counter
+from transforms.label_column import kept_ids
 
 _LOG = logging.getLogger("pipeline.refresh")
 # Settings that differ between versions by construction, or are derived from the listing.
@@ -122,6 +122,8 @@ def unchanged_since(root: str, version: str, previous: Manifest, plan: Plan, con
 def with_previous_ids(plan: Plan, previous: Manifest | None) -> Plan:
     """The plan with the label ids of the previous version of the same kind (label_map.kept_ids)."""
     if previous is None or previous.kind != plan.kind or not previous.label_map:
+        return plan
+    if previous.label_column != plan.label_column:  # a table's classes are those of its label column
         return plan
     label_map = kept_ids(previous.label_map, plan.label_map)
     if label_map != plan.label_map:

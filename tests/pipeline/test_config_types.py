@@ -230,7 +230,14 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
             "min_side": 1,
         },
         "image_csv": {"uri_column": "image_uri", "label_column": "label", "split_column": "split", "roots": []},
-        "csv": {"schema": {"a": "int64"}, "delimiter": "auto", "decimal": "auto", "header": "auto", "columns": []},
+        "csv": {
+            "schema": {"a": "int64"},
+            "delimiter": "auto",
+            "decimal": "auto",
+            "header": "auto",
+            "columns": [],
+            "label": "auto",
+        },
     }
     assert pickle.loads(pickle.dumps(config)) == config  # Beam pickles what it ships to workers
     with pytest.raises(pydantic.ValidationError):

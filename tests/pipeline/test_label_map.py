@@ -5,10 +5,10 @@ import unicodedata
 from pipeline.label_map import (
     alike_labels_warnings,
     empty_labels_warnings,
-    kept_ids,
     missing_from_split_warnings,
     new_labels_warnings,
 )
+from transforms.label_column import kept_ids
 
 NFC, NFD = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
 
