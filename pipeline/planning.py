@@ -47,7 +47,7 @@ from transforms.folder_layout import (
     detect_layout,
 )
 from transforms.outcomes import DeadLetter, Source
-from transforms.sources import ClassFolders, CsvRow, Roots, image_csv_rows, printable_path
+from transforms.sources import ClassFolders, CsvRow, ImageCsvLayoutError, Roots, image_csv_rows, printable_path
 from transforms.tabular import MAX_COLUMNS, hidden_match, read_header, shown
 
 _LOG = logging.getLogger(__name__)
@@ -193,6 +193,15 @@ def _listing(digest: ListingDigest, sources: int | None) -> Listing:
     return Listing(files=digest.files, bytes=digest.bytes, fingerprint=digest.fingerprint, sources=sources)
 
 
+@contextlib.contextmanager
+def _refused(*errors: type[Exception]):
+    """`errors` raised inside, as the PlanError (exit 2) they are: an input the run cannot read."""
+    try:
+        yield
+    except errors as e:
+        raise PlanError(str(e)) from e
+
+
 def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedInput:
     csv_metadata = storage.stat(csv_uri)
     if csv_metadata is None:
@@ -203,7 +212,7 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
     parts, part = [], CsvPart(0, 0, None)
     cut = CSV_PART_BYTES if not storage.is_gzip(csv_uri) else None  # a GZIP stream is read from its start
     listing = progress.Phase("listing", "rows")
-    with storage.open_text(csv_uri, errors="surrogateescape") as text:
+    with storage.open_text(csv_uri, errors="surrogateescape") as text, _refused(ImageCsvLayoutError):
         records = CsvRecords(text)
         csv_rows = image_csv_rows(
             records, csv_uri, c.uri_column, c.label_column, c.split_column, config.split_fractions, roots

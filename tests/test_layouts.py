@@ -308,3 +308,34 @@ def test_a_refresh_keeps_the_class_ids_of_a_string_label(tmp_path):
     assert manifest.label_map == ("cat", "dog", "ant")  # the ids of the first version kept, the new class after
     ids = {round(r["x"], 1): r["animal"] for split in manifest.splits for r in read_split(latest, split)}
     assert ids == {1.5: 1, 2.5: 0, 3.5: 2, 4.5: 0}
+
+
+# --- image CSVs
+
+
+@pytest.mark.parametrize(
+    "header, expected",
+    [
+        ("filename,label", "its first row ['filename', 'label'] is a header that names no 'image_uri' column"),
+        ("file_name,class,split", "is a header that names no 'image_uri' column: set image_csv.uri_column"),
+        ("image_uri,cls", "names 'image_uri' but no 'label' column: set image_csv.label_column"),
+    ],
+)
+def test_an_image_csv_whose_header_names_other_columns_is_refused_naming_the_settings(tmp_path, header, expected):
+    tree(tmp_path, {"imgs/1.jpg": jpeg(), "imgs/2.jpg": jpeg()})
+    columns = header.count(",") + 1
+    rows = [",".join(["imgs/1.jpg", "cat", "TRAIN"][:columns]), ",".join(["imgs/2.jpg", "dog", "TEST"][:columns])]
+    (tmp_path / "list.csv").write_text("\n".join([header, *rows]) + "\n")
+    line = one_line_refusal(["--kind", "image_csv", "--input", tmp_path / "list.csv", "--output", tmp_path / "out"])
+    assert expected in line and "(in a --config file)" in line
+
+
+def test_an_image_csv_with_its_columns_named_in_the_config_converts(tmp_path):
+    tree(tmp_path, {"imgs/1.jpg": jpeg(), "imgs/2.jpg": jpeg()})
+    (tmp_path / "list.csv").write_text("filename,label\nimgs/1.jpg,cat\nimgs/2.jpg,dog\n")
+    (tmp_path / "c.yaml").write_text("image_csv: {uri_column: filename}\n")
+    out = tmp_path / "out"
+    argv = ["--kind", "image_csv", "--input", tmp_path / "list.csv", "--output", out, "--config", tmp_path / "c.yaml"]
+    result = run_pipeline(argv)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert load_manifest(out).label_map == ("cat", "dog") and load_manifest(out).records == 2

@@ -251,13 +251,24 @@ class CsvLayout(NamedTuple):
     header: bool
 
 
+class ImageCsvLayoutError(ValueError):
+    """An image CSV whose header does not name the columns the run reads: one line, naming the
+    settings that name them."""
+
+
 def csv_layout(row: list[str], csv_uri: str, uri_column: str, label_column: str, split_column: str) -> CsvLayout:
     """The layout the first row of an image CSV with data shows: a header naming `uri_column`
-    (label required, split optional), or no header, `[split,]image_uri,label`."""
+    (label required, split optional), or no header, `[split,]image_uri,label`. A first row of
+    names only (no cell that could be a path: no `/`, no `.`; and not a split value first) is a
+    header too, and one that names neither column is refused (ImageCsvLayoutError), rather than
+    read as a row naming the image `filename`."""
     header = [cell.strip() for cell in row]
     if uri_column in header:
         if label_column not in header:
-            raise ValueError(f"{csv_uri}: header {header} has {uri_column!r} but no {label_column!r} column")
+            raise ImageCsvLayoutError(
+                f"{csv_uri}: its header {header} names {uri_column!r} but no {label_column!r} column: set "
+                "image_csv.label_column (in a --config file) to the column that holds the labels"
+            )
         split_at = header.index(split_column) if split_column in header else None
         return CsvLayout(
             split_at,
@@ -266,6 +277,14 @@ def csv_layout(row: list[str], csv_uri: str, uri_column: str, label_column: str,
             len(header),
             f"the {len(header)} of the header",
             True,
+        )
+    names = without_padding(header)
+    automl_row = len(names) >= 3 and names[0].lower() in {*SPLIT_NAMES, *_UNASSIGNED}
+    if not automl_row and all(cell and not any(sign in cell for sign in "/.") for cell in names):
+        raise ImageCsvLayoutError(
+            f"{csv_uri}: its first row {header} is a header that names no {uri_column!r} column: set "
+            "image_csv.uri_column and image_csv.label_column (in a --config file) to the columns that hold the image "
+            "paths and the labels"
         )
     if len(without_padding(row)) >= 3:
         return CsvLayout(0, 1, 2, 3, "split,image_uri,label, as in the first row (no header)", False)
