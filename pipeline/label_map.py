@@ -76,3 +76,11 @@ def empty_labels_warnings(labels: tuple[str, ...], records: dict[str, dict[str, 
         f"{len(empty)} label(s) of the label map have no records: {_shown(empty)} (every source failed, or, "
         "in a refresh, none is left and the class keeps its id); a model still has an output for each"
     ]
+
+
+def one_class_warnings(labels: tuple[str, ...]) -> list[str]:
+    """A warning when the label map has one class: nothing for a classifier to tell apart (a
+    folder of one class given as the input, or a label column of one value)."""
+    if len(labels) != 1:
+        return []
+    return [f"the dataset has one class, {_shown(labels)}: a classifier needs two or more to tell apart"]

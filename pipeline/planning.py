@@ -28,7 +28,7 @@ import zlib
 import numpy as np
 
 from core import storage
-from core.contract.layout import GZIP, TFRECORD, ShardedFileTemplate, record_files
+from core.contract.layout import GZIP, TFRECORD, ShardedFileTemplate, join, record_files
 from core.contract.manifest import Listing
 from core.local_files import NotARegularFile
 from pipeline.config import Config, CsvConfig
@@ -48,7 +48,7 @@ from transforms.folder_layout import (
 )
 from transforms.outcomes import DeadLetter, Source
 from transforms.sources import ClassFolders, CsvRow, ImageCsvLayoutError, Roots, image_csv_rows, printable_path
-from transforms.tabular import MAX_COLUMNS, hidden_match, read_header, shown
+from transforms.tabular import MAX_COLUMNS, hidden_match, image_path_columns, read_header, shown
 
 _LOG = logging.getLogger(__name__)
 SOURCES_PER_PERMUTE_BUCKET = 100_000
@@ -126,7 +126,12 @@ def folder_layout(config: Config, root: str) -> FolderLayout:
     PlanError where it cannot be decided, or where split folders meet a `splits` setting, which
     they leave nothing to decide."""
     try:
-        layout = detect_layout(storage.folder_names(root), config.image.layout)
+        layout = detect_layout(
+            storage.folder_names(root),
+            config.image.layout,
+            lambda folder: storage.folder_names(join(root, folder)),
+            printable_path(root),
+        )
     except LayoutError as e:
         raise PlanError(f"{root}: {e}") from e
     if layout.split_folders and "splits" in config.model_fields_set:
@@ -311,6 +316,12 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     if config.csv.delimiter != dialect.delimiter:
         _LOG.info("%s: its fields are separated by %r (csv.delimiter: auto)", first, dialect.delimiter)
     warnings = header_warnings(dialect, columns, bool(config.csv.columns)) if config.csv.header == AUTO else []
+    paths = image_path_columns(first, columns, dialect, config.image.extensions)
+    if paths:
+        warnings.append(
+            f"column(s) {shown(paths)} hold paths of image files, which a table stores as text: to convert the "
+            "images they name, give the CSV with --kind image_csv"
+        )
     label = config.csv.label
     if label not in (AUTO, "") and label not in columns:
         close = difflib.get_close_matches(label, columns, n=1)

@@ -35,6 +35,7 @@ from pipeline.label_map import (
     empty_labels_warnings,
     missing_from_split_warnings,
     new_labels_warnings,
+    one_class_warnings,
 )
 from pipeline.planning import Plan
 from pipeline.readback import shard_problems
@@ -189,6 +190,7 @@ def build_manifest(
             *plan.warnings,
             *schema_warnings(schema or {}),
             *summary.warnings(),
+            *one_class_warnings(label_map),
             *alike_labels_warnings(label_map),
             *empty_labels_warnings(label_map, summary.labels),
             *missing_from_split_warnings(summary.labels),

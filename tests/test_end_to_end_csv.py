@@ -301,9 +301,11 @@ def test_a_byte_that_is_not_utf8_near_the_header_costs_its_row_not_the_run(tmp_p
     assert (letter["source"], letter["stage"], letter["reason"]) == (f"{tmp_path}/in/t.csv:2", "parse", "invalid UTF-8")
     (tmp_path / "in" / "t.csv").write_bytes(b"id,caf\xe9\n1,a\n")  # the header itself: refused, naming it
     assert main(["--kind", "csv", "--input", str(tmp_path / "in" / "*.csv"), "--output", str(tmp_path / "o2")]) == 2
-    assert "t.csv: cannot read its header, which names the dataset's columns: its header is not UTF-8 text" in (
-        caplog.text
-    )
+    assert (
+        "t.csv: cannot read its header, which names the dataset's columns: it is not UTF-8 CSV text: it begins as "
+        "text in another encoding than UTF-8 (Latin-1 or Windows-1252? save it as UTF-8)"
+    ) in caplog.text
+    assert "caf" not in caplog.text.split("cannot read its header")[1]  # described, never quoted
 
 
 def test_a_spreadsheet_export_pads_rows_without_adding_records_or_columns(tmp_path):

@@ -339,3 +339,32 @@ def test_an_image_csv_with_its_columns_named_in_the_config_converts(tmp_path):
     result = run_pipeline(argv)
     assert result.returncode == 0, result.stderr[-3000:]
     assert load_manifest(out).label_map == ("cat", "dog") and load_manifest(out).records == 2
+
+
+# --- a dataset one level down, and other readings a run names
+
+
+@pytest.mark.parametrize("inside", ["train/cat", "cat"])
+def test_a_dataset_unpacked_into_a_folder_of_its_own_is_refused_naming_that_folder(tmp_path, inside):
+    files = {f"{inside}/{i}.jpg": jpeg() for i in range(2)}
+    files.update({f"{inside.replace('cat', 'dog').replace('train', 'val')}/{i}.jpg": jpeg() for i in range(2)})
+    source = tree(tmp_path / "download", {f"dataset/{key}": data for key, data in files.items()})
+    line = one_line_refusal(["--input", source, "--output", tmp_path / "out"])
+    assert "its one folder dataset/ holds" in line and f"give --input {source}/dataset" in line
+    result = run_pipeline(["--input", source / "dataset", "--output", tmp_path / "out"])
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_a_dataset_of_one_class_says_so(tmp_path):
+    source = tree(tmp_path / "photos", {f"cat/{i}.jpg": jpeg() for i in range(4)})
+    result = run_pipeline(["--input", source, "--output", tmp_path / "out"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "the dataset has one class, 'cat': a classifier needs two or more" in result.stdout
+
+
+def test_an_image_csv_converted_as_a_table_names_the_kind_that_converts_its_images(tmp_path):
+    tree(tmp_path / "in", {"imgs/1.jpg": jpeg(), "imgs/2.png": jpeg()})
+    (tmp_path / "in" / "list.csv").write_text("image_uri,label\nimgs/1.jpg,cat\nimgs/2.png,dog\n")
+    result, _ = converted_table(tmp_path, tmp_path / "in" / "list.csv")
+    assert "column(s) ['image_uri'] hold paths of image files" in result.stdout
+    assert "give the CSV with --kind image_csv" in result.stdout

@@ -17,7 +17,7 @@ class `test`). No Beam: the planner decides, and the plan carries the decision t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from transforms.splits import SPLIT_NAMES
 
@@ -70,14 +70,25 @@ class FolderLayout:
 CLASS_FOLDER_LAYOUT = FolderLayout()
 
 
-def detect_layout(folders: Iterable[str], setting: str = AUTO) -> FolderLayout:
+def detect_layout(
+    folders: Iterable[str],
+    setting: str = AUTO,
+    folders_below: Callable[[str], Iterable[str]] | None = None,
+    root: str = "SRC",
+) -> FolderLayout:
     """The layout of an input whose folders directly below it are named `folders` (hidden ones,
     starting with ".", are not data and do not count), as `setting` (image.layout) names it or,
     for `auto`, as the names show. LayoutError for a mix of split and class folders, for two
-    folders naming one split, and for split_folders where a folder names no split."""
+    folders naming one split, and for split_folders where a folder names no split; and for `auto`,
+    where the input's one folder holds split folders or class folders itself (the dataset is one
+    level down, as an archive unpacks into a folder of its own), seen by `folders_below` (the
+    names of the folders below one of them; `root`: the input, as refusals name it)."""
     visible = sorted(name for name in folders if not name.startswith("."))
     if setting == CLASS_FOLDERS:
         return CLASS_FOLDER_LAYOUT
+    if setting == AUTO and len(visible) == 1 and visible[0].lower() not in SPLIT_NAMES and folders_below:
+        below = [name for name in folders_below(visible[0]) if not name.startswith(".")]
+        _one_level_down(f"{root.rstrip('/')}/{visible[0]}", visible[0], below)
     named = {name: SPLIT_NAMES[name.lower()] for name in visible if name.lower() in SPLIT_NAMES}
     others = [name for name in visible if name not in named]
     if setting == SPLIT_FOLDERS and (others or not named):
@@ -104,6 +115,22 @@ def detect_layout(folders: Iterable[str], setting: str = AUTO) -> FolderLayout:
             f"every folder as a class with {LAYOUT_FLAG} {CLASS_FOLDERS}"
         )
     return FolderLayout.of(named)
+
+
+def _one_level_down(path: str, folder: str, below: list[str]) -> None:
+    """LayoutError where the one folder of an input (at `path`) holds the dataset's split folders,
+    or two or more class folders: read as class folders, it would be a dataset of one class."""
+    shown = _listed([folder])
+    if below and all(name.lower() in SPLIT_NAMES for name in below):
+        raise LayoutError(
+            f"its one folder {shown} holds split folders ({_listed(below)}): give --input {path}, or read {shown} as "
+            f"the one class with {LAYOUT_FLAG} {CLASS_FOLDERS}"
+        )
+    if len(below) > 1 and not any(name.lower() in SPLIT_NAMES for name in below):
+        raise LayoutError(
+            f"its one folder {shown} holds folders ({_listed(below)}), which would all be one class: give --input "
+            f"{path} to read them as classes, or read {shown} as the one class with {LAYOUT_FLAG} {CLASS_FOLDERS}"
+        )
 
 
 def _listed(names: Iterable[str]) -> str:

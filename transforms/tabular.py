@@ -39,12 +39,13 @@ import re
 import reprlib
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import apache_beam as beam
 
 from core import storage
+from core.file_signatures import what_it_is
 from core.local_files import NotARegularFile
 from transforms import progress, stopping
 from transforms.counting import counter
@@ -54,7 +55,15 @@ from transforms.csv_records import CSV_ROW_LIMIT, RecordTooLong, bounded_rows, u
 from transforms.example_proto import ExampleTooLarge, encode_example
 from transforms.label_column import MAX_CLASSES, label_classes, label_warnings
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Record, Skipped
-from transforms.sources import HIDDEN, is_hidden, not_utf8, printable_path, relative_key, without_padding
+from transforms.sources import (
+    HIDDEN,
+    extension_of,
+    is_hidden,
+    not_utf8,
+    printable_path,
+    relative_key,
+    without_padding,
+)
 from transforms.splits import SplitAssigner
 
 DECLARABLE_TYPES = ("int64", "float32", "string", "bool")
@@ -193,7 +202,9 @@ def read_header(
     rows = head_rows(head, dialect.delimiter, whole)
     first = tuple(without_padding(rows[0] if rows else []))
     if not_utf8(first):
-        raise ValueError(f"its {'header' if dialect.header else 'first row'} is not UTF-8 text: {list(first)!r}")
+        raise ValueError(
+            f"it is not UTF-8 CSV text: it begins as {what_it_is(head[:64].encode(errors='surrogateescape'))}"
+        )
     if dialect.header:
         if names:
             raise DialectError(
@@ -205,6 +216,20 @@ def read_header(
     if names and len(names) != width:
         raise DialectError(f"csv.columns names {len(names)} column(s), but its rows have {width} field(s)")
     return tuple(names) or tuple(f"{GENERATED_NAME}{number}" for number in range(1, width + 1)), dialect
+
+
+def image_path_columns(uri: str, columns: Sequence[str], dialect: CsvDialect, extensions: Iterable[str]) -> list[str]:
+    """The columns whose every value in a CSV file's first rows names an image file (a path or URI
+    ending in one of `extensions`): an image CSV given as a table, whose records would hold the
+    images' paths, not the images."""
+    head, whole = _read_head(uri)
+    rows = head_rows(head, dialect.delimiter, whole)[1 if dialect.header else 0 :]
+    found = []
+    for index, name in enumerate(columns):
+        values = [row[index].strip() for row in rows if index < len(row) and row[index].strip()]
+        if values and all(extension_of(value) in extensions for value in values):
+            found.append(name)
+    return found
 
 
 def _read_head(uri: str) -> tuple[str, bool]:

@@ -128,3 +128,24 @@ def test_an_image_not_in_a_class_folder_of_a_split_folder_is_a_dead_letter():
 def test_the_layout_is_described_for_the_manifest():
     assert FolderLayout().described() == {"folders": "class_folders"}
     assert SPLITS.described() == {"folders": "split_folders", "split_folders": {"Train": "train", "val": "validation"}}
+
+
+@given(class_folder, st.lists(split_folder, min_size=1, max_size=3, unique_by=lambda n: SPLIT_NAMES[n.lower()]))
+def test_an_input_whose_one_folder_holds_split_folders_is_refused_naming_that_folder(folder, below):
+    """An archive unpacked into a folder of its own: read as class folders, one class."""
+    with pytest.raises(LayoutError) as refused:
+        detect_layout([folder, ".git"], AUTO, lambda name: below + [".DS_Store"], "/data")
+    message = str(refused.value)
+    assert "holds split folders" in message and f"--input /data/{folder}" in message
+    assert detect_layout([folder], CLASS_FOLDERS, lambda name: below) == FolderLayout()
+
+
+@given(class_folder, st.lists(class_folder, min_size=2, max_size=4, unique=True))
+def test_an_input_whose_one_folder_holds_class_folders_is_refused_naming_that_folder(folder, below):
+    with pytest.raises(LayoutError, match="which would all be one class"):
+        detect_layout([folder], AUTO, lambda name: below, "/data")
+
+
+@given(class_folder, st.lists(class_folder, max_size=1))
+def test_one_class_folder_holding_files_or_one_folder_is_one_class(folder, below):
+    assert detect_layout([folder], AUTO, lambda name: below) == FolderLayout()
