@@ -103,7 +103,8 @@ def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> st
     if m.label_map:
         splits = list(m.splits)
         offset = f", label_offset {m.label_offset}" if m.label_offset else ""
-        lines.append(f"  labels ({len(m.label_map)}{offset}):" + "".join(f" {name:>11}" for name in splits))
+        column = f" of column {m.label_column!r}" if m.label_column else ""
+        lines.append(f"  labels{column} ({len(m.label_map)}{offset}):" + "".join(f" {name:>11}" for name in splits))
         for i, label in enumerate(m.label_map, m.label_offset):  # the values of the label feature
             counts = "".join(f" {m.splits[s].label_counts.get(label, 0):>11}" for s in splits)
             lines.append(f"    {i:>3} {label:<16}{counts}")
