@@ -323,9 +323,9 @@ class TrainingLoop:
         for writer in writers.values():
             writer.flush()
 
-    def export(self, labels: tuple[str, ...] = (), summary: dict | None = None) -> str:
+    def export(self, labels: tuple[str, ...] = ()) -> str:
         """The model as a SavedModel (serving signature `serve`) in MODEL_DIR/export, with the
-        class names in labels.txt and the run's summary in MODEL_DIR/training_summary.json."""
+        class names in labels.txt (one a line, the name of each logit in order)."""
         path = tf.io.gfile.join(self.config.model_dir, "export")
         if tf.io.gfile.exists(path):
             tf.io.gfile.rmtree(path)  # a rerun replaces the previous export
@@ -333,8 +333,12 @@ class TrainingLoop:
         if labels:
             with tf.io.gfile.GFile(tf.io.gfile.join(path, "labels.txt"), "w") as f:
                 f.write("\n".join(labels) + "\n")
-        if summary is not None:
-            with tf.io.gfile.GFile(tf.io.gfile.join(self.config.model_dir, "training_summary.json"), "w") as f:
-                f.write(json.dumps(summary, indent=2, sort_keys=True, default=str))
         _LOG.info("exported the model to %s", path)
+        return path
+
+    def write_summary(self, summary: dict) -> str:
+        """The run's summary as MODEL_DIR/training_summary.json; returns its path."""
+        path = tf.io.gfile.join(self.config.model_dir, "training_summary.json")
+        with tf.io.gfile.GFile(path, "w") as f:
+            f.write(json.dumps(summary, indent=2, sort_keys=True, default=str))
         return path

@@ -195,7 +195,10 @@ def run(args: argparse.Namespace, on_epoch=None) -> Outcome:
             raise
         raise damaged from e
     if args.export:
-        summary = {
+        result.export_dir = loop.export(job.manifest.label_map)
+    # Written last, so that it names what the run made (the export, or none with --no_export).
+    loop.write_summary(
+        {
             "data": job.data,
             "kind": job.manifest.kind,
             "model": job.description,
@@ -204,7 +207,7 @@ def run(args: argparse.Namespace, on_epoch=None) -> Outcome:
             "global_batch_size": args.batch_size,
             **dataclasses.asdict(result),
         }
-        result.export_dir = loop.export(job.manifest.label_map, summary)
+    )
     return Outcome(job, result, strategy, loop, policy)
 
 

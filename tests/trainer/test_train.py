@@ -95,6 +95,7 @@ def test_trains_the_sample_above_chance_and_exports(image_dataset, tmp_path, cap
     summary = json.loads((model_dir / "training_summary.json").read_text())
     manifest = json.loads((image_dataset / "manifest.json").read_text())
     assert summary["step"] == 15 * (manifest["splits"]["train"]["records"] // 16)  # steps from the manifest
+    assert summary["export_dir"] == str(model_dir / "export")  # what the run exported
     # 3 balanced classes: chance is 1/3; the sample's shapes are learnable in a few epochs. The
     # last epochs, not the last one alone: on a 2-core machine under load tf.data's interleave
     # order varies, and one epoch's accuracy on the small validation split with it.
@@ -119,6 +120,8 @@ def test_resumes_from_the_latest_checkpoint(tabular_dataset, tmp_path):
     first = train.run(args(*common, "--epochs", "2"))
     steps_per_epoch = first.result.history[0]["step"]
     assert first.result.start_step == 0 and first.result.step == 2 * steps_per_epoch
+    summary = json.loads((model_dir / "training_summary.json").read_text())
+    assert summary["step"] == 2 * steps_per_epoch and summary["export_dir"] is None  # --no_export: none
     trained = [w.numpy() for w in first.loop.model.weights]
     iterations = int(first.loop.optimizer.iterations.numpy())
 
