@@ -277,16 +277,25 @@ def test_label_the_data_lacks(tabular_dataset, tmp_path, capsys):
     assert code == 2 and "'price' is not a feature of this dataset" in line and "x1" in line
 
 
-def test_batch_larger_than_a_split(image_dataset, tmp_path, capsys):
+def test_batch_larger_than_the_training_split(image_dataset, tmp_path, capsys):
+    records = json.loads((image_dataset / "manifest.json").read_text())["splits"]["train"]["records"]
+    flags = ["--data", image_dataset, "--model_dir", tmp_path / "m", "--batch_size", records + 1, "--image_size", "16"]
     with pytest.raises(BatchSizeError):
-        train.run(
-            args("--data", image_dataset, "--model_dir", tmp_path / "m", "--batch_size", "100", "--image_size", "16")
-        )
-    records = json.loads((image_dataset / "manifest.json").read_text())["splits"]["validation"]["records"]
-    assert records < 100
-    code, line = run_cli(capsys, "--data", image_dataset, "--model_dir", tmp_path / "m", "--batch_size", "100")
-    assert code == 2 and f"larger than the 'validation' split ({records} records)" in line
+        train.run(args(*flags))
+    code, line = run_cli(capsys, *flags)
+    assert code == 2 and f"larger than the 'train' split ({records} records)" in line
     assert not (tmp_path / "m").exists()  # refused before anything was written
+
+
+def test_an_evaluation_split_smaller_than_a_batch_is_evaluated_whole(image_dataset, tmp_path):
+    """Evaluation pads its batches (input_fn.padded_batches), so a batch larger than the split
+    evaluates each of its records once: no full batch is needed."""
+    manifest = json.loads((image_dataset / "manifest.json").read_text())["splits"]
+    batch = manifest["validation"]["records"] + 7
+    assert batch <= manifest["train"]["records"]
+    flags = ["--data", image_dataset, "--model_dir", tmp_path / "m", "--batch_size", batch, "--image_size", "16"]
+    outcome = train.run(args(*flags, "--steps", "1", "--no_export"))
+    assert outcome.result.val_records == manifest["validation"]["records"]
 
 
 def test_follows_latest_of_a_refresh_root(tmp_path, capsys):
