@@ -99,11 +99,12 @@ def test_input_pipelines_together_evaluate_each_record_once(image_dataset, table
             manifest_io.shard_paths(data, manifest, "validation"), training=False, compression_type="GZIP"
         )
     )
-    make = lambda **kw: (
-        input_fn.image_dataset(data, manifest, "validation", image_size=8, training=False, **kw)
-        if kind == "images"
-        else input_fn.tabular_dataset(data, manifest, "validation", label="species", training=False, **kw)
-    )
+
+    def make(**kw):
+        if kind == "images":
+            return input_fn.image_dataset(data, manifest, "validation", image_size=8, training=False, **kw)
+        return input_fn.tabular_dataset(data, manifest, "validation", label="species", training=False, **kw)
+
     replicas, batch = 2 * pipelines, 4
     seen, batches = [], set()
     for pipeline_id in range(pipelines):
