@@ -325,3 +325,28 @@ def test_follows_latest_of_a_refresh_root(tmp_path, capsys):
     )
     assert json.loads((model_dir / "training_summary.json").read_text())["data"] == str(root / version)
     assert f"on {root / version} (" in capsys.readouterr().out
+
+
+def test_the_manifests_label_and_classes_need_no_flags(tmp_path):
+    """A dataset converted with --label (its manifest names the label_column and its classes, in
+    label_map) trains with neither --label nor --num_classes, and its export names each logit."""
+    from tests.trainer.conftest import IRIS_HEADER, as_converted_with_label, convert_table, separated_rows
+
+    classes = ("setosa", "versicolor", "virginica")
+    data = as_converted_with_label(convert_table(tmp_path, IRIS_HEADER, separated_rows(90)), "species", classes)
+    outcome = train.run(args("--data", data, "--model_dir", tmp_path / "m", "--batch_size", 16, "--steps", 2))
+    assert (outcome.job.label, outcome.job.num_classes, outcome.job.classes) == ("species", 3, classes)
+    assert (tmp_path / "m" / "export" / "labels.txt").read_text().split() == list(classes)
+    assert json.loads((tmp_path / "m" / "model.json").read_text())["classes"] == list(classes)
+
+    # --num_classes may repeat the manifest's number of classes.
+    again = train.run(args("--data", data, "--model_dir", tmp_path / "m", "--num_classes", 3, "--steps", 3))
+    assert again.result.restored_from and again.job.classes == classes
+
+    # A manifest without a label_column (older conversions): --label and --num_classes; the class
+    # ids name the logits.
+    plain = convert_table(tmp_path / "plain", IRIS_HEADER, separated_rows(90))
+    flags = ["--data", plain, "--model_dir", tmp_path / "p", "--label", "species", "--num_classes", 3]
+    outcome = train.run(args(*flags, "--batch_size", 16, "--steps", 2))
+    assert outcome.job.classes == ("0", "1", "2")
+    assert (tmp_path / "p" / "export" / "labels.txt").read_text().split() == ["0", "1", "2"]
