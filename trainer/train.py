@@ -249,7 +249,7 @@ def run(args: argparse.Namespace, on_epoch=None) -> Outcome:
     # Every record of the evaluation split, in batches padded to the same steps on every replica;
     # each evaluation takes a fresh iterator, so it reads the same records in the same order.
     evaluate = input_fn.dataset_fn(job.make_dataset, args.batch_size, split=job.eval_split, training=False, padded=True)
-    evaluation = strategy.distribute_datasets_from_function(evaluate)
+    evaluation = strategy.distribute_datasets_from_function(evaluate)  # calls `evaluate` for its pipelines
     eval_steps = input_fn.evaluation_steps(
         job.manifest, job.eval_split, args.batch_size // replicas, evaluate.contexts[0]
     )

@@ -123,10 +123,10 @@ def test_input_pipelines_together_evaluate_each_record_once(image_dataset, table
     assert sum(seen) == len(expected) == manifest.splits["validation"].records
 
 
-def _manifest(lengths: list[int]) -> Manifest:
-    split = SplitInfo(
-        "validation", sum(lengths), tuple(f"s-{i}" for i in range(len(lengths))), shard_lengths=tuple(lengths)
-    )
+def _manifest(lengths: list[int], known: bool) -> Manifest:
+    """A manifest of one split of shards holding `lengths` records (said per shard when `known`)."""
+    shards = tuple(f"validation-{i:05d}" for i in range(len(lengths)))
+    split = SplitInfo("validation", sum(lengths), shards, shard_lengths=tuple(lengths) if known else ())
     return Manifest("csv", {"validation": split}, {"x": FeatureSpec("x", "float32")}, Counts(0, 0, 0, 0, 0))
 
 
@@ -140,15 +140,9 @@ def _manifest(lengths: list[int]) -> Manifest:
 )
 def test_evaluation_steps_cover_the_largest_share_and_no_more(lengths, pipelines, per_host, batch, known):
     """Whatever the shards and hosts: enough steps for the pipeline with the most records, and
-    one step fewer would leave some of them out (where shard lengths are known)."""
-    manifest = _manifest(lengths if known else [])
-    if not known:
-        manifest = Manifest(
-            "csv",
-            {"validation": SplitInfo("validation", sum(lengths), tuple(f"s-{i}" for i in range(len(lengths))))},
-            manifest.features,
-            manifest.counts,
-        )
+    one step fewer would leave some of them out (where the shares are known: shard lengths in the
+    manifest, or records shared round robin)."""
+    manifest = _manifest(lengths, known)
     context = tf.distribute.InputContext(pipelines, 0, pipelines * per_host)
     steps = input_fn.evaluation_steps(manifest, "validation", batch, context)
     shares = input_fn.pipeline_records(manifest, "validation", pipelines)
