@@ -4,6 +4,20 @@ pointed at, and its message is one line that says what to change."""
 import re
 
 
+def op_error_cause(error) -> str:
+    """The line of a TensorFlow error that says what went wrong ("corrupted record at 552678"):
+    its message opens with "Graph execution error:" and the Python stack of the graph node, and
+    ends with the node's name, none of which names the cause."""
+    lines = [line for line in (error.message or str(error)).splitlines() if line.strip()]
+    causes = [
+        line
+        for line in lines
+        if not line[0].isspace() and not line.startswith(("Graph execution error", "Detected at node"))
+    ]
+    cause = causes[-1] if causes else (lines[0] if lines else type(error).__name__)
+    return re.sub(r"\s*(\[\[|\[Op:).*$", "", cause).strip() or cause.strip()
+
+
 class TrainerError(ValueError):
     """Base class: the CLI prints `error: <message>` and exits 2."""
 

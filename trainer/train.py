@@ -25,7 +25,7 @@ import tensorflow as tf
 from core.contract.manifest import Manifest
 from trainer import data_statistics, input_fn, manifest_io, model_dir
 from trainer import model as models
-from trainer.errors import BatchSizeError, LabelError, ShardLengthError, TrainerError
+from trainer.errors import BatchSizeError, LabelError, ShardLengthError, TrainerError, op_error_cause
 from trainer.flags import parser
 from trainer.loop import LoopConfig, Result, TrainingLoop
 from trainer.strategy import check_tpu_paths, make_strategy, set_mixed_precision
@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except tf.errors.OpError as e:  # unreadable data, a lost device, a full disk ...
-        print(f"error: {type(e).__name__}: {e.message.splitlines()[0] if e.message else e}", file=sys.stderr)
+        print(f"error: {type(e).__name__}: {op_error_cause(e)}", file=sys.stderr)
         return 1
     except Exception as e:  # a bug, or a failure nobody foresaw: one line, as the pipeline's commands do
         if args.debug:
