@@ -2,6 +2,7 @@
 jobs (2 cores shared by several suites) never trips it, so a limit that fires means a hang, not a
 slow machine. A test that measures how quickly something ends asserts that itself, not with this."""
 
+import os
 import subprocess
 import sys
 
@@ -17,5 +18,21 @@ def run_pipeline(argv, **options) -> subprocess.CompletedProcess:
         text=True,
         timeout=SUBPROCESS_TIMEOUT,
         check=False,
+        **options,
+    )
+
+
+def run_trainer(argv, **options) -> subprocess.CompletedProcess:
+    """`python -m trainer ARGV` as a process, as a user runs it: TF_CPP_MIN_LOG_LEVEL left for the
+    trainer to set (core.contract.tf_import), so that what TensorFlow writes reaches the output as
+    it would reach a terminal; `options` go to subprocess.run (cwd, env)."""
+    env = {k: v for k, v in options.pop("env", os.environ).items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    return subprocess.run(
+        [sys.executable, "-m", "trainer", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
+        env=env,
         **options,
     )

@@ -109,8 +109,10 @@ def parser() -> argparse.ArgumentParser:
         help=f"evaluation images: center ({CENTER_CROP_FRACTION:g} of the short side, default) or none",
     )
     p.add_argument("--no_flip", dest="flip", action="store_false", help="no random left-right flip in training")
-    p.add_argument("--train_split", default="train")
-    p.add_argument("--eval_split", default="validation")
+    p.add_argument("--train_split", default="train", help="the split to train on (default train)")
+    p.add_argument(
+        "--eval_split", help="the split to evaluate on (default: validation, else test, whichever the dataset has)"
+    )
     p.add_argument(
         "--seed", type=int, help="seed for weights and shuffling (runs stay non-deterministic in read order)"
     )

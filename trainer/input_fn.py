@@ -8,14 +8,17 @@ says), built the way the TPU reference readers build them:
     -> crop + decode (only the crop of a JPEG) + resize to a fixed size -> batch(drop_remainder=True)
     -> prefetch(AUTOTUNE)
 
-Evaluation reads the same way without shuffling and in a deterministic order. Batch sizes given
-here are per input pipeline / per replica (`InputContext.get_per_replica_batch_size`); every batch
-has a static shape, as XLA and TPUs require.
+Evaluation reads the same way without shuffling and in a deterministic order, and with `padded`
+covers every record of the split: the last batches are filled with zero-weight elements, so that
+every batch keeps its static shape and every replica runs the same steps (`evaluation_steps`). Batch
+sizes given here are per input pipeline / per replica (`InputContext.get_per_replica_batch_size`);
+every batch has a static shape, as XLA and TPUs require.
 
 Images come out as uint8 [B, S, S, 3] (the models cast and rescale on the device: a quarter of the
 bytes of float32 to batch on the host and to feed to a TPU or GPU), labels as int32 [B]. Tabular
 records come out as ({column: [B] tensor of the manifest's dtype}, label [B]); missing values of
-optional columns take a default (0, 0.0 or "").
+optional columns take a default (0, 0.0 or ""). Padded evaluation batches add float32 weights [B]:
+1 for a record, 0 for filling.
 """
 
 from __future__ import annotations
@@ -31,7 +34,14 @@ from core.contract.features import parse_spec
 from core.contract.manifest import Manifest
 from core.contract.readers import assign_shards
 from trainer import manifest_io
-from trainer.errors import BatchSizeError, IncompleteManifestError, MissingFeatureError, ShardLengthError, TrainerError
+from trainer.errors import (
+    BatchSizeError,
+    IncompleteManifestError,
+    LabelError,
+    MissingFeatureError,
+    ShardLengthError,
+    TrainerError,
+)
 from trainer.flags import CENTER_CROP_FRACTION, DEFAULT_SHUFFLE_BUFFER, EVAL_CROPS, TRAIN_CROPS
 
 _LOG = logging.getLogger(__name__)
@@ -67,6 +77,40 @@ def check_batch_size(manifest: Manifest, split: str, global_batch_size: int) -> 
             f"({records} records): lower --batch_size"
         )
     return records // global_batch_size
+
+
+def pipeline_records(manifest: Manifest, split: str, num_pipelines: int) -> list[int]:
+    """The most records each of `num_pipelines` input pipelines reads of one pass over `split`, as
+    record_dataset shares the shards out: exact where the manifest has shard_lengths (or records are
+    shared), the whole split where files are shared without known lengths (older manifests)."""
+    info = manifest_io.split_info(manifest, split)
+    if num_pipelines <= 1:
+        return [info.records]
+    if len(info.shards) < num_pipelines:  # records shared round robin
+        return [-(-(info.records - i) // num_pipelines) for i in range(num_pipelines)]
+    if info.shard_lengths:
+        return [sum(info.shard_lengths[i] for i in mine) for mine in assign_shards(info.shard_lengths, num_pipelines)]
+    return [info.records] * num_pipelines
+
+
+def evaluation_steps(manifest: Manifest, split: str, batch_size: int, input_context=None) -> int:
+    """Steps of one padded evaluation of `split` (`batch_size` per replica): each replica's steps
+    take a batch of its input pipeline's, so the pipeline with the most records sets the count, and
+    the others fill their last batches with zero-weight elements (padded_batches)."""
+    num_pipelines, _, replicas = _num_pipelines(input_context)
+    per_step = batch_size * max(1, replicas // num_pipelines)  # records a pipeline gives each step
+    return max(1, max(-(-records // per_step) for records in pipeline_records(manifest, split, num_pipelines)))
+
+
+def padded_batches(elements: tf.data.Dataset, batch_size: int, batches: int) -> tf.data.Dataset:
+    """`batches` batches of `batch_size` of (*element, weight): each of `elements` with weight 1,
+    then zero elements of weight 0 to fill them, so that every record is evaluated and every batch
+    has the static shape a TPU needs, where drop_remainder would leave the last records out."""
+    weighted = elements.map(lambda *element: (*element, tf.constant(1.0)))
+    filler = tf.nest.map_structure(lambda spec: tf.zeros(spec.shape, spec.dtype), weighted.element_spec)
+    filler = (*filler[:-1], tf.constant(0.0))
+    filling = tf.data.Dataset.from_tensors(filler).repeat()
+    return weighted.concatenate(filling).batch(batch_size, drop_remainder=True).take(batches)
 
 
 def _files(paths: list[str], lengths: list[int]) -> tf.data.Dataset:
@@ -314,28 +358,33 @@ def image_dataset(
     augment: bool | None = None,
     augmentation: Augmentation | None = None,
     paths: Sequence[str] | None = None,
+    padded: bool = False,
 ) -> tf.data.Dataset:
     """(images uint8 [batch_size, image_size, image_size, 3], labels int32 [batch_size]).
 
     `batch_size` is this pipeline's (per replica). Training data repeats forever (the loop counts
-    steps from the manifest); evaluation data is one deterministic pass unless `repeat`.
+    steps from the manifest); evaluation data is one deterministic pass unless `repeat`, in full
+    batches, or with `padded` every record, in evaluation_steps' batches with weights (padded_batches).
     `augment` (default: `training`) picks `augmentation`'s training crop and flip, else its
     evaluation crop.
     """
     encoded_key, label_key = manifest_io.image_feature_keys(manifest)
     _, _, replicas = _num_pipelines(input_context)
-    check_batch_size(manifest, split, batch_size * replicas)
+    if not padded:
+        check_batch_size(manifest, split, batch_size * replicas)
     augment = training if augment is None else augment
     settings = augmentation or Augmentation()
     crop = settings.train_crop if augment else settings.eval_crop
     flip = augment and settings.flip
     spec = {encoded_key: tf.io.FixedLenFeature([], tf.string), label_key: tf.io.FixedLenFeature([], tf.int64)}
+    if padded and training:
+        raise ValueError("padded batches are for evaluation (training=False)")
     records = record_dataset(
         paths or manifest_io.shard_paths(data, manifest, split),
         training=training,
         input_context=input_context,
         seed=seed,
-        repeat=repeat,
+        repeat=False if padded else repeat,
         shuffle_buffer=min(shuffle_buffer, manifest.splits[split].records),
         lengths=() if paths else manifest.splits[split].shard_lengths,
         compression_type=manifest.tf_compression_type,
@@ -354,14 +403,23 @@ def image_dataset(
     # Batched parsing (one parse_example per PARSE_BATCH records), then decoding one image per
     # parallel map call, then the real batch: decoding is the CPU-heavy part and spreads over
     # every core this way.
-    dataset = (
+    images = (
         records.batch(PARSE_BATCH)
         .map(parse, num_parallel_calls=AUTOTUNE, deterministic=not training)
         .unbatch()
         .map(decode, num_parallel_calls=AUTOTUNE, deterministic=not training)
-        .batch(batch_size, drop_remainder=True)
     )
-    return _finish(dataset, training)
+    return _finish(_batched(images, manifest, split, batch_size, input_context, padded), training)
+
+
+def _batched(elements: tf.data.Dataset, manifest: Manifest, split: str, batch_size: int, input_context, padded: bool):
+    """Full batches (drop_remainder: static shapes), or with `padded` every element in the padded
+    batches of one evaluation."""
+    if not padded:
+        return elements.batch(batch_size, drop_remainder=True)
+    num_pipelines, _, replicas = _num_pipelines(input_context)
+    steps = evaluation_steps(manifest, split, batch_size, input_context)
+    return padded_batches(elements, batch_size, steps * max(1, replicas // num_pipelines))
 
 
 # --------------------------------------------------------------------------------------------
@@ -383,9 +441,7 @@ def tabular_columns(manifest: Manifest, label: str, features: Sequence[str] | No
             f"training needs a label on every record"
         )
     if label_spec.dtype == "string":
-        raise TrainerError(
-            f"label column {label!r} holds strings; convert it to int64 class ids (or float32 for regression)"
-        )
+        raise LabelError.strings(label)
     columns = list(features) if features else [name for name in manifest.features if name != label]
     for name in columns:
         manifest_io.feature(manifest, name, "feature column")
@@ -406,24 +462,33 @@ def tabular_dataset(
     training: bool,
     features: Sequence[str] | None = None,
     string_buckets: int | None = None,
+    num_classes: int | None = None,
     input_context=None,
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
     seed: int | None = None,
     repeat: bool | None = None,
+    padded: bool = False,
 ) -> tf.data.Dataset:
     """({column: [batch_size] tensor}, label [batch_size]): int64 labels become int32 class ids,
     float32 labels stay float32 (regression). Columns keep their declared dtype, except that with
-    `string_buckets` string columns become int64 hash buckets (so no string reaches an accelerator)."""
+    `string_buckets` string columns become int64 hash buckets (so no string reaches an accelerator).
+    With `num_classes`, every label is checked to be a class id 0..num_classes-1 as it is read: one
+    outside fails with an InvalidArgumentError naming it (LabelError.from_op_error), where the loss
+    would fail on CPU with no word of the column, and give NaN or nonsense on a GPU or TPU.
+    `padded`: one pass in the weighted, padded batches of an evaluation (as image_dataset)."""
     columns = tabular_columns(manifest, label, features)
     _, _, replicas = _num_pipelines(input_context)
-    check_batch_size(manifest, split, batch_size * replicas)
+    if padded and training:
+        raise ValueError("padded batches are for evaluation (training=False)")
+    if not padded:
+        check_batch_size(manifest, split, batch_size * replicas)
     spec = tabular_parse_spec(manifest, [*columns, label])
     records = record_dataset(
         manifest_io.shard_paths(data, manifest, split),
         training=training,
         input_context=input_context,
         seed=seed,
-        repeat=repeat,
+        repeat=False if padded else repeat,
         shuffle_buffer=min(shuffle_buffer, manifest.splits[split].records),
         lengths=manifest.splits[split].shard_lengths,
         compression_type=manifest.tf_compression_type,
@@ -432,6 +497,8 @@ def tabular_dataset(
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)
         target = parsed.pop(label)
+        if num_classes is not None:
+            target = checked_labels(target, num_classes, split)
         if target.dtype == tf.int64:
             target = tf.cast(target, tf.int32)
         if string_buckets:
@@ -441,10 +508,24 @@ def tabular_dataset(
             }
         return parsed, target
 
+    if padded:
+        rows = records.batch(batch_size).map(parse, num_parallel_calls=AUTOTUNE, deterministic=True).unbatch()
+        return _finish(_batched(rows, manifest, split, batch_size, input_context, padded), training)
     dataset = records.batch(batch_size, drop_remainder=True).map(
         parse, num_parallel_calls=AUTOTUNE, deterministic=not training
     )
     return _finish(dataset, training)
+
+
+def checked_labels(labels: tf.Tensor, num_classes: int, split: str) -> tf.Tensor:
+    """`labels` (int64 [B]), checked to be class ids 0..num_classes-1: else an InvalidArgumentError
+    whose message names the largest (or, none too large, the smallest) outside and the split."""
+    low, high = tf.reduce_min(labels), tf.reduce_max(labels)
+    ok = tf.logical_and(low >= 0, high < num_classes)
+    value = tf.where(high >= num_classes, high, low)
+    message = tf.strings.join([LabelError.MARK, "holds ", tf.strings.as_string(value), f" in split {split}"])
+    with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
+        return tf.identity(labels)
 
 
 # --------------------------------------------------------------------------------------------
@@ -453,13 +534,18 @@ def tabular_dataset(
 
 def dataset_fn(make: Callable[..., tf.data.Dataset], global_batch_size: int, **kwargs):
     """A function for `strategy.distribute_datasets_from_function`: one input pipeline per host,
-    each with the per-replica batch size and its share of the files."""
+    each with the per-replica batch size and its share of the files. The input contexts it was
+    called with are kept in its `contexts` (the strategy calls it as it distributes): how many
+    pipelines share the data decides the steps of a padded evaluation (evaluation_steps)."""
+    contexts: list[tf.distribute.InputContext] = []
 
     def fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        contexts.append(input_context)
         return make(
             batch_size=input_context.get_per_replica_batch_size(global_batch_size),
             input_context=input_context,
             **kwargs,
         )
 
+    fn.contexts = contexts
     return fn

@@ -10,8 +10,12 @@
   sooner (ProgressLines).
 * Checkpoints (model, optimizer, step) go to MODEL_DIR/checkpoints at the end of every epoch (and
   every `checkpoint_steps` steps if set); a restarted job restores the latest one and carries on
-  from its step. TensorBoard logs go to MODEL_DIR/logs/{train,validation}; the trained model is
-  exported (SavedModel, for inference) to MODEL_DIR/export.
+  from its step; checkpoints of another model are refused in one line (ModelDirError).
+  TensorBoard logs go to MODEL_DIR/logs/{train,validation}; the trained model is exported
+  (SavedModel, for inference) to MODEL_DIR/export.
+* Evaluation covers every record of its split: its batches come padded with zero-weight elements
+  (input_fn.padded_batches), and loss and accuracy are sums over the weighted records, divided by
+  their count, which every result reports (`val_records`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import keras
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+from trainer.errors import ModelDirError
 from trainer.flags import OPTIMIZERS
 
 _LOG = logging.getLogger(__name__)
@@ -47,7 +52,7 @@ class LoopConfig:
     global_batch_size: int
     steps_per_epoch: int
     total_steps: int
-    eval_steps: int
+    eval_steps: int  # of a padded evaluation (input_fn.evaluation_steps): every record of the split
     classification: bool = True  # False: regression (mean squared error)
     learning_rate: float = 1e-3
     optimizer: str = "adam"  # or "sgd" (momentum 0.9)
@@ -68,6 +73,7 @@ class Result:
     train_accuracy: float | None = None
     val_loss: float | None = None
     val_accuracy: float | None = None
+    val_records: int = 0  # the records evaluated: every record of the evaluation split
     examples_per_second: float | None = None
     seconds: float = 0.0
     export_dir: str | None = None
@@ -80,11 +86,15 @@ def _per_example_loss(classification: bool):
     return lambda labels, logits: tf.square(tf.cast(labels, tf.float32) - logits)
 
 
-def _correct(classification: bool, labels, logits):
+def _correct(classification: bool, labels, logits, weights=None):
+    """Right predictions (of the records whose weight is not 0, where weights are given)."""
     if not classification:
         return tf.constant(0, tf.int64)
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return tf.reduce_sum(tf.cast(tf.equal(predicted, tf.cast(labels, tf.int32)), tf.int64))
+    right = tf.equal(predicted, tf.cast(labels, tf.int32))
+    if weights is not None:
+        right = tf.logical_and(right, weights > 0)
+    return tf.reduce_sum(tf.cast(right, tf.int64))
 
 
 def make_optimizer(name: str, learning_rate) -> keras.optimizers.Optimizer:
@@ -214,13 +224,21 @@ class TrainingLoop:
         self.step.assign_add(tf.cast(steps, tf.int64))
         return totals
 
-    def _eval_step(self, features, labels):
+    def _eval_step(self, features, labels, weights):
+        """(summed loss, right predictions, records) of a padded batch: the filling weighs 0."""
         logits = self.model(features, training=False)
-        loss = tf.nn.compute_average_loss(self._loss(labels, logits), global_batch_size=self.config.global_batch_size)
-        return loss, _correct(self.config.classification, labels, logits)
+        loss = tf.reduce_sum(self._loss(labels, logits) * weights)
+        records = tf.reduce_sum(tf.cast(weights > 0, tf.int64))
+        return loss, _correct(self.config.classification, labels, logits, weights), records
 
     def _eval_steps_fn(self, iterator, steps):
-        return self._summed_steps(self._eval_step, iterator, steps)
+        loss_sum, correct, records = tf.constant(0.0), tf.constant(0, tf.int64), tf.constant(0, tf.int64)
+        for _ in tf.range(steps):
+            loss, right, seen = self.strategy.run(self._eval_step, args=next(iterator))
+            loss_sum += self.strategy.reduce(_SUM, loss, axis=None)
+            correct += self.strategy.reduce(_SUM, right, axis=None)
+            records += self.strategy.reduce(_SUM, seen, axis=None)
+        return loss_sum, correct, records
 
     def _summed_steps(self, step_fn, iterator, steps):
         """Runs `steps` replicated steps; returns (summed loss, correct predictions) over replicas."""
@@ -234,19 +252,28 @@ class TrainingLoop:
     # ---- driver ----------------------------------------------------------------------------
 
     def restore(self) -> str | None:
-        """Restore the latest checkpoint in MODEL_DIR/checkpoints, if any; returns its path."""
+        """Restore the latest checkpoint in MODEL_DIR/checkpoints, if any; returns its path.
+        Checkpoints whose variables are not this model's raise ModelDirError (one line)."""
         path = self.manager.latest_checkpoint
         if path:
-            self.checkpoint.restore(path).assert_existing_objects_matched()
+            try:
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+            except (AssertionError, ValueError) as e:
+                # What the half-done restore would log as it is garbage collected (a line for each
+                # value it did not use) says nothing the error does not.
+                logging.getLogger("tensorflow").setLevel(logging.ERROR)
+                reason = (str(e).strip() or type(e).__name__).splitlines()[0]
+                raise ModelDirError.of(self.config.model_dir, f"checkpoints of another model ({reason})") from e
             _LOG.info("resumed from %s at step %d", path, int(self.step.numpy()))
         return path
 
-    def evaluate(self, eval_dataset: tf.distribute.DistributedDataset) -> tuple[float, float | None]:
-        """(mean loss, accuracy) over `eval_steps` batches of a fresh pass of the validation data."""
-        steps = self.config.eval_steps
-        loss_sum, correct = self._eval_steps(iter(eval_dataset), tf.constant(steps))
-        accuracy = float(correct) / (steps * self.config.global_batch_size) if self.config.classification else None
-        return float(loss_sum) / steps, accuracy
+    def evaluate(self, eval_dataset: tf.distribute.DistributedDataset) -> tuple[float, float | None, int]:
+        """(mean loss, accuracy, records) over a fresh pass of every record of the evaluation split
+        (`eval_steps` padded batches)."""
+        loss_sum, correct, records = self._eval_steps(iter(eval_dataset), tf.constant(self.config.eval_steps))
+        records = int(records)
+        accuracy = int(correct) / records if self.config.classification else None
+        return float(loss_sum) / records, accuracy, records
 
     def fit(self, train_dataset, eval_dataset, on_epoch: Callable[[dict], None] | None = None) -> Result:
         c = self.config
@@ -287,7 +314,7 @@ class TrainingLoop:
             }
             if c.classification:
                 metrics["accuracy"] = correct / (done * c.global_batch_size)
-            metrics["val_loss"], val_accuracy = self.evaluate(eval_dataset)
+            metrics["val_loss"], val_accuracy, metrics["val_records"] = self.evaluate(eval_dataset)
             if val_accuracy is not None:
                 metrics["val_accuracy"] = val_accuracy
             self._summaries(writers, metrics)
@@ -297,11 +324,12 @@ class TrainingLoop:
             if on_epoch:
                 on_epoch(metrics)
         if not result.history:  # nothing trained in this run: still report where the model stands
-            result.val_loss, result.val_accuracy = self.evaluate(eval_dataset)
+            result.val_loss, result.val_accuracy, result.val_records = self.evaluate(eval_dataset)
         else:
             last = result.history[-1]
             result.train_loss, result.train_accuracy = last["loss"], last.get("accuracy")
             result.val_loss, result.val_accuracy = last["val_loss"], last.get("val_accuracy")
+            result.val_records = last["val_records"]
             result.examples_per_second = trained_examples / train_seconds
         for writer in writers.values():
             writer.close()
@@ -323,9 +351,9 @@ class TrainingLoop:
         for writer in writers.values():
             writer.flush()
 
-    def export(self, labels: tuple[str, ...] = (), summary: dict | None = None) -> str:
+    def export(self, labels: tuple[str, ...] = ()) -> str:
         """The model as a SavedModel (serving signature `serve`) in MODEL_DIR/export, with the
-        class names in labels.txt and the run's summary in MODEL_DIR/training_summary.json."""
+        class names in labels.txt (one a line, the name of each logit in order)."""
         path = tf.io.gfile.join(self.config.model_dir, "export")
         if tf.io.gfile.exists(path):
             tf.io.gfile.rmtree(path)  # a rerun replaces the previous export
@@ -333,8 +361,12 @@ class TrainingLoop:
         if labels:
             with tf.io.gfile.GFile(tf.io.gfile.join(path, "labels.txt"), "w") as f:
                 f.write("\n".join(labels) + "\n")
-        if summary is not None:
-            with tf.io.gfile.GFile(tf.io.gfile.join(self.config.model_dir, "training_summary.json"), "w") as f:
-                f.write(json.dumps(summary, indent=2, sort_keys=True, default=str))
         _LOG.info("exported the model to %s", path)
+        return path
+
+    def write_summary(self, summary: dict) -> str:
+        """The run's summary as MODEL_DIR/training_summary.json; returns its path."""
+        path = tf.io.gfile.join(self.config.model_dir, "training_summary.json")
+        with tf.io.gfile.GFile(path, "w") as f:
+            f.write(json.dumps(summary, indent=2, sort_keys=True, default=str))
         return path

@@ -34,10 +34,7 @@ def read_text(path: str) -> str | None:
 
 def resolve_data(data: str) -> str:
     """The dataset folder to train on: `data` itself, or the version a refresh ROOT's LATEST names."""
-    folder = resolve_dataset(data, read_text)
-    if folder != data:
-        _LOG.info("%s/LATEST names %s", data.rstrip("/"), folder)
-    return folder
+    return resolve_dataset(data, read_text)
 
 
 def load_manifest(data: str) -> Manifest:
@@ -60,13 +57,20 @@ def load_manifest(data: str) -> Manifest:
         raise IncompleteManifestError(f"{data}: the manifest lists no splits")
     if not manifest.features:
         raise IncompleteManifestError(f"{data}: the manifest has no feature spec")
+    return manifest
+
+
+def log_dataset(given: str, data: str, manifest: Manifest) -> None:
+    """The dataset a job trains on, in a log line (once the job is checked: a mistake in the call
+    is its only line)."""
+    if data != given:
+        _LOG.info("%s/LATEST names %s", given.rstrip("/"), data)
     _LOG.info(
         "dataset %s: kind %s, %s",
         data,
         manifest.kind,
         ", ".join(f"{s.name} {s.records} records in {len(s.shards)} shard(s)" for s in manifest.splits.values()),
     )
-    return manifest
 
 
 def split_info(manifest: Manifest, split: str) -> SplitInfo:
@@ -79,6 +83,23 @@ def split_info(manifest: Manifest, split: str) -> SplitInfo:
             f"split {split!r} is empty in the manifest ({info.records} records, {len(info.shards)} shard files)"
         )
     return info
+
+
+EVAL_SPLITS = ("validation", "test")  # evaluated on by default: the first the dataset has
+
+
+def eval_split(manifest: Manifest, flag: str | None) -> str:
+    """The split to evaluate on: --eval_split when given, else the first of EVAL_SPLITS the dataset
+    has (image folders split as train/ and test/ have no validation split)."""
+    if flag:
+        return flag
+    for name in EVAL_SPLITS:
+        if name in manifest.splits:
+            return name
+    raise IncompleteManifestError(
+        f"the dataset has no {' or '.join(map(repr, EVAL_SPLITS))} split to evaluate on "
+        f"(it has {sorted(manifest.splits)}): name one with --eval_split"
+    )
 
 
 def shard_paths(data: str, manifest: Manifest, split: str) -> list[str]:

@@ -7,7 +7,10 @@ The conversions are memoised here, at module level, so that tests/test_inspect.p
 
 from __future__ import annotations
 
+import csv
+import json
 import pathlib
+import random
 
 import pytest
 
@@ -47,3 +50,46 @@ def image_dataset(tmp_path_factory) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def tabular_dataset(tmp_path_factory) -> pathlib.Path:
     return converted("csv", tmp_path_factory)
+
+
+# Iris-like: three classes, well apart in four number columns of different scales (cm).
+CENTERS = ((5.0, 3.4, 1.46, 0.25), (5.94, 2.77, 4.26, 1.33), (6.59, 2.97, 5.55, 2.03))
+SPREADS = ((0.35, 0.38, 0.17, 0.1), (0.5, 0.31, 0.47, 0.2), (0.64, 0.32, 0.55, 0.27))
+IRIS_HEADER = ("sepal_length", "sepal_width", "petal_length", "petal_width", "species")
+
+
+def separated_rows(n: int, seed: int = 0, offset: float = 0.0) -> list[list]:
+    """`n` rows of IRIS_HEADER, classes 0, 1, 2 in turn; `offset` is added to every number (a
+    column's mean far from 0 is what an input normalisation must take out)."""
+    rng = random.Random(seed)
+    return [
+        [f"{offset + rng.gauss(c, s):.4f}" for c, s in zip(CENTERS[i % 3], SPREADS[i % 3], strict=True)] + [i % 3]
+        for i in range(n)
+    ]
+
+
+def convert_table(folder: pathlib.Path, header, rows, *flags: str) -> pathlib.Path:
+    """`rows` under `header` as a CSV in `folder`, converted by the pipeline's CLI (in-process) as
+    `python -m pipeline --kind csv --input 'folder/csv/*.csv' --output folder/dataset FLAGS` would:
+    the dataset folder."""
+    source = folder / "csv"
+    source.mkdir(parents=True)
+    with open(source / "table.csv", "w", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+    out = folder / "dataset"
+    assert main(["--kind", "csv", "--input", str(source / "*.csv"), "--output", str(out), *flags]) == 0
+    return out
+
+
+def as_converted_with_label(dataset: pathlib.Path, column: str, classes: tuple[str, ...]) -> pathlib.Path:
+    """STAND-IN for the conversion of a tabular label (`python -m pipeline --kind csv --label
+    COLUMN`), which this checkout does not have yet: writes into `dataset`'s manifest.json the
+    `label_column` and `label_map` such a conversion records (core/contract/manifest.py), over a
+    dataset whose `column` already holds the class ids 0..K-1. Tests that use it are to be pointed
+    at the real conversion once it converts with --label."""
+    path = dataset / "manifest.json"
+    manifest = json.loads(path.read_text())
+    assert manifest["features"][column]["dtype"] == "int64"
+    manifest.update(label_column=column, label_map=list(classes))
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    return dataset

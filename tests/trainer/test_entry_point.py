@@ -24,3 +24,22 @@ def test_debug_shows_the_traceback(monkeypatch, tmp_path):
     monkeypatch.setattr(train, "run", _fail)
     with pytest.raises(RuntimeError, match="nobody foresaw"):
         main(["--data", str(tmp_path), "--model_dir", str(tmp_path / "m"), "--debug"])
+
+
+def test_a_failure_of_tensorflow_on_the_data_names_its_cause(image_dataset, tmp_path, capsys):
+    """TensorFlow's message opens with "Graph execution error:" and the node's Python stack: the
+    line says what went wrong instead (here a shard damaged after its conversion), exit 1."""
+    import json
+    import shutil
+
+    data = shutil.copytree(image_dataset, tmp_path / "data")
+    shard = data / json.loads((data / "manifest.json").read_text())["splits"]["train"]["shards"][0]
+    damaged = bytearray(shard.read_bytes())
+    middle = len(damaged) // 2
+    damaged[middle : middle + 2000] = bytes(b ^ 0x5A for b in damaged[middle : middle + 2000])
+    shard.write_bytes(bytes(damaged))
+    argv = ["--data", str(data), "--model_dir", str(tmp_path / "m"), "--image_size", "16", "--batch_size", "16"]
+    assert main([*argv, "--epochs", "1", "--no_export"]) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Graph execution error" not in errors[0], errors
+    assert errors[0].startswith("error: DataLossError: corrupted record at "), errors[0]

@@ -95,6 +95,7 @@ def test_trains_the_sample_above_chance_and_exports(image_dataset, tmp_path, cap
     summary = json.loads((model_dir / "training_summary.json").read_text())
     manifest = json.loads((image_dataset / "manifest.json").read_text())
     assert summary["step"] == 15 * (manifest["splits"]["train"]["records"] // 16)  # steps from the manifest
+    assert summary["export_dir"] == str(model_dir / "export")  # what the run exported
     # 3 balanced classes: chance is 1/3; the sample's shapes are learnable in a few epochs. The
     # last epochs, not the last one alone: on a 2-core machine under load tf.data's interleave
     # order varies, and one epoch's accuracy on the small validation split with it.
@@ -119,6 +120,8 @@ def test_resumes_from_the_latest_checkpoint(tabular_dataset, tmp_path):
     first = train.run(args(*common, "--epochs", "2"))
     steps_per_epoch = first.result.history[0]["step"]
     assert first.result.start_step == 0 and first.result.step == 2 * steps_per_epoch
+    summary = json.loads((model_dir / "training_summary.json").read_text())
+    assert summary["step"] == 2 * steps_per_epoch and summary["export_dir"] is None  # --no_export: none
     trained = [w.numpy() for w in first.loop.model.weights]
     iterations = int(first.loop.optimizer.iterations.numpy())
 
@@ -274,16 +277,25 @@ def test_label_the_data_lacks(tabular_dataset, tmp_path, capsys):
     assert code == 2 and "'price' is not a feature of this dataset" in line and "x1" in line
 
 
-def test_batch_larger_than_a_split(image_dataset, tmp_path, capsys):
+def test_batch_larger_than_the_training_split(image_dataset, tmp_path, capsys):
+    records = json.loads((image_dataset / "manifest.json").read_text())["splits"]["train"]["records"]
+    flags = ["--data", image_dataset, "--model_dir", tmp_path / "m", "--batch_size", records + 1, "--image_size", "16"]
     with pytest.raises(BatchSizeError):
-        train.run(
-            args("--data", image_dataset, "--model_dir", tmp_path / "m", "--batch_size", "100", "--image_size", "16")
-        )
-    records = json.loads((image_dataset / "manifest.json").read_text())["splits"]["validation"]["records"]
-    assert records < 100
-    code, line = run_cli(capsys, "--data", image_dataset, "--model_dir", tmp_path / "m", "--batch_size", "100")
-    assert code == 2 and f"larger than the 'validation' split ({records} records)" in line
+        train.run(args(*flags))
+    code, line = run_cli(capsys, *flags)
+    assert code == 2 and f"larger than the 'train' split ({records} records)" in line
     assert not (tmp_path / "m").exists()  # refused before anything was written
+
+
+def test_an_evaluation_split_smaller_than_a_batch_is_evaluated_whole(image_dataset, tmp_path):
+    """Evaluation pads its batches (input_fn.padded_batches), so a batch larger than the split
+    evaluates each of its records once: no full batch is needed."""
+    manifest = json.loads((image_dataset / "manifest.json").read_text())["splits"]
+    batch = manifest["validation"]["records"] + 7
+    assert batch <= manifest["train"]["records"]
+    flags = ["--data", image_dataset, "--model_dir", tmp_path / "m", "--batch_size", batch, "--image_size", "16"]
+    outcome = train.run(args(*flags, "--steps", "1", "--no_export"))
+    assert outcome.result.val_records == manifest["validation"]["records"]
 
 
 def test_follows_latest_of_a_refresh_root(tmp_path, capsys):
@@ -313,3 +325,28 @@ def test_follows_latest_of_a_refresh_root(tmp_path, capsys):
     )
     assert json.loads((model_dir / "training_summary.json").read_text())["data"] == str(root / version)
     assert f"on {root / version} (" in capsys.readouterr().out
+
+
+def test_the_manifests_label_and_classes_need_no_flags(tmp_path):
+    """A dataset converted with --label (its manifest names the label_column and its classes, in
+    label_map) trains with neither --label nor --num_classes, and its export names each logit."""
+    from tests.trainer.conftest import IRIS_HEADER, as_converted_with_label, convert_table, separated_rows
+
+    classes = ("setosa", "versicolor", "virginica")
+    data = as_converted_with_label(convert_table(tmp_path, IRIS_HEADER, separated_rows(90)), "species", classes)
+    outcome = train.run(args("--data", data, "--model_dir", tmp_path / "m", "--batch_size", 16, "--steps", 2))
+    assert (outcome.job.label, outcome.job.num_classes, outcome.job.classes) == ("species", 3, classes)
+    assert (tmp_path / "m" / "export" / "labels.txt").read_text().split() == list(classes)
+    assert json.loads((tmp_path / "m" / "model.json").read_text())["classes"] == list(classes)
+
+    # --num_classes may repeat the manifest's number of classes.
+    again = train.run(args("--data", data, "--model_dir", tmp_path / "m", "--num_classes", 3, "--steps", 3))
+    assert again.result.restored_from and again.job.classes == classes
+
+    # A manifest without a label_column (older conversions): --label and --num_classes; the class
+    # ids name the logits.
+    plain = convert_table(tmp_path / "plain", IRIS_HEADER, separated_rows(90))
+    flags = ["--data", plain, "--model_dir", tmp_path / "p", "--label", "species", "--num_classes", 3]
+    outcome = train.run(args(*flags, "--batch_size", 16, "--steps", 2))
+    assert outcome.job.classes == ("0", "1", "2")
+    assert (tmp_path / "p" / "export" / "labels.txt").read_text().split() == ["0", "1", "2"]
