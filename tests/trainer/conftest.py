@@ -8,7 +8,6 @@ The conversions are memoised here, at module level, so that tests/test_inspect.p
 from __future__ import annotations
 
 import csv
-import json
 import pathlib
 import random
 
@@ -58,6 +57,14 @@ SPREADS = ((0.35, 0.38, 0.17, 0.1), (0.5, 0.31, 0.47, 0.2), (0.64, 0.32, 0.55, 0
 IRIS_HEADER = ("sepal_length", "sepal_width", "petal_length", "petal_width", "species")
 
 
+SPECIES = ("setosa", "versicolor", "virginica")
+
+
+def named_rows(rows: list[list]) -> list[list]:
+    """separated_rows with each class id named by its species, as a table's string label."""
+    return [[*row[:-1], SPECIES[row[-1]]] for row in rows]
+
+
 def separated_rows(n: int, seed: int = 0, offset: float = 0.0) -> list[list]:
     """`n` rows of IRIS_HEADER, classes 0, 1, 2 in turn; `offset` is added to every number (a
     column's mean far from 0 is what an input normalisation must take out)."""
@@ -79,17 +86,3 @@ def convert_table(folder: pathlib.Path, header, rows, *flags: str) -> pathlib.Pa
     out = folder / "dataset"
     assert main(["--kind", "csv", "--input", str(source / "*.csv"), "--output", str(out), *flags]) == 0
     return out
-
-
-def as_converted_with_label(dataset: pathlib.Path, column: str, classes: tuple[str, ...]) -> pathlib.Path:
-    """STAND-IN for the conversion of a tabular label (`python -m pipeline --kind csv --label
-    COLUMN`), which this checkout does not have yet: writes into `dataset`'s manifest.json the
-    `label_column` and `label_map` such a conversion records (core/contract/manifest.py), over a
-    dataset whose `column` already holds the class ids 0..K-1. Tests that use it are to be pointed
-    at the real conversion once it converts with --label."""
-    path = dataset / "manifest.json"
-    manifest = json.loads(path.read_text())
-    assert manifest["features"][column]["dtype"] == "int64"
-    manifest.update(label_column=column, label_map=list(classes))
-    path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    return dataset

@@ -42,4 +42,8 @@ def test_a_failure_of_tensorflow_on_the_data_names_its_cause(image_dataset, tmp_
     assert main([*argv, "--epochs", "1", "--no_export"]) == 1
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Graph execution error" not in errors[0], errors
-    assert errors[0].startswith("error: DataLossError: corrupted record at "), errors[0]
+    # Which check meets the damage first depends on the bytes there (records are in random order):
+    # a record's CRC, or the GZIP stream's inflate.
+    assert errors[0].startswith(("error: DataLossError: corrupted record at ", "error: DataLossError: inflate()")), (
+        errors[0]
+    )

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.dataset_reader import read_split
 from tests.subprocess_limits import run_trainer
-from tests.trainer.conftest import IRIS_HEADER, SAMPLE, as_converted_with_label, convert_table, separated_rows
+from tests.trainer.conftest import IRIS_HEADER, SAMPLE, convert_table, named_rows, separated_rows
 from trainer import input_fn, train
 from trainer.errors import LabelError
 from trainer.model_dir import SPEC_NAME
@@ -41,9 +41,7 @@ def data(tmp_path_factory) -> dict[str, pathlib.Path]:
     table("strings", ("a", "species"), [[i / 7 % 1, ("setosa", "versicolor", "virginica")[i % 3]] for i in range(60)])
     table("iris", IRIS_HEADER, separated_rows(150))
     table("train_only", IRIS_HEADER, separated_rows(60), "--splits", "train=1.0")
-    named = tmp_path_factory.mktemp("named") / "dataset"
-    shutil.copytree(made["iris"], named)
-    made["named"] = as_converted_with_label(named, "species", ("setosa", "versicolor", "virginica"))
+    table("named", IRIS_HEADER, named_rows(separated_rows(150)), "--label", "species")
 
     model_dir = tmp_path_factory.mktemp("models") / "iris"
     flags = ["--data", made["iris"], "--model_dir", model_dir, "--label", "species", "--num_classes", 3, *SHORT]

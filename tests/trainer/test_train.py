@@ -330,10 +330,10 @@ def test_follows_latest_of_a_refresh_root(tmp_path, capsys):
 def test_the_manifests_label_and_classes_need_no_flags(tmp_path):
     """A dataset converted with --label (its manifest names the label_column and its classes, in
     label_map) trains with neither --label nor --num_classes, and its export names each logit."""
-    from tests.trainer.conftest import IRIS_HEADER, as_converted_with_label, convert_table, separated_rows
+    from tests.trainer.conftest import IRIS_HEADER, SPECIES, convert_table, named_rows, separated_rows
 
-    classes = ("setosa", "versicolor", "virginica")
-    data = as_converted_with_label(convert_table(tmp_path, IRIS_HEADER, separated_rows(90)), "species", classes)
+    classes = SPECIES
+    data = convert_table(tmp_path, IRIS_HEADER, named_rows(separated_rows(90)), "--label", "species")
     outcome = train.run(args("--data", data, "--model_dir", tmp_path / "m", "--batch_size", 16, "--steps", 2))
     assert (outcome.job.label, outcome.job.num_classes, outcome.job.classes) == ("species", 3, classes)
     assert (tmp_path / "m" / "export" / "labels.txt").read_text().split() == list(classes)
