@@ -12,14 +12,7 @@ SUBPROCESS_TIMEOUT = 900  # seconds
 def run_pipeline(argv, **options) -> subprocess.CompletedProcess:
     """`python -m pipeline ARGV` as a process within SUBPROCESS_TIMEOUT, its output captured as
     text; `options` go to subprocess.run (cwd, env)."""
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT,
-        check=False,
-        **options,
-    )
+    return _run("pipeline", argv, **options)
 
 
 def run_trainer(argv, **options) -> subprocess.CompletedProcess:
@@ -27,12 +20,15 @@ def run_trainer(argv, **options) -> subprocess.CompletedProcess:
     trainer to set (core.contract.tf_import), so that what TensorFlow writes reaches the output as
     it would reach a terminal; `options` go to subprocess.run (cwd, env)."""
     env = {k: v for k, v in options.pop("env", os.environ).items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    return _run("trainer", argv, env=env, **options)
+
+
+def _run(module: str, argv, **options) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "trainer", *map(str, argv)],
+        [sys.executable, "-m", module, *map(str, argv)],
         capture_output=True,
         text=True,
         timeout=SUBPROCESS_TIMEOUT,
         check=False,
-        env=env,
         **options,
     )

@@ -23,6 +23,22 @@ CSV_CONFIG = "csv:\n  schema: {flag: bool}\n"
 _CONVERTED: dict[str, pathlib.Path] = {}
 
 
+@pytest.fixture(autouse=True)
+def float32_policy():
+    """Runs set Keras' global dtype policy; leave it as other tests expect it."""
+    yield
+    import keras
+
+    keras.mixed_precision.set_dtype_policy("float32")
+
+
+def args(*argv):
+    """The trainer's flags, parsed as `python -m trainer ARGV` parses them."""
+    from trainer import train
+
+    return train.parser().parse_args([str(a) for a in argv])
+
+
 def converted(kind: str, tmp_path_factory) -> pathlib.Path:
     """The bundled sample of `kind` ('images': 2 shards per split; 'csv'), converted once."""
     if kind not in _CONVERTED:

@@ -21,18 +21,8 @@ from hypothesis import strategies as st
 from core.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
 from tests.dataset_reader import read_split
 from tests.subprocess_limits import SUBPROCESS_TIMEOUT
-from tests.trainer.conftest import IRIS_HEADER, REPO, convert_table, separated_rows
+from tests.trainer.conftest import IRIS_HEADER, REPO, args, convert_table, separated_rows
 from trainer import input_fn, manifest_io, train
-
-
-@pytest.fixture(autouse=True)
-def float32_policy():
-    yield
-    keras.mixed_precision.set_dtype_policy("float32")
-
-
-def args(*argv):
-    return train.parser().parse_args([str(a) for a in argv])
 
 
 @pytest.fixture(scope="module")

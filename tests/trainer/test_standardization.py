@@ -7,26 +7,14 @@ from __future__ import annotations
 
 import random
 
-import keras
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from tests.dataset_reader import read_split
-from tests.trainer.conftest import IRIS_HEADER, convert_table, separated_rows
+from tests.trainer.conftest import IRIS_HEADER, args, convert_table, separated_rows
 from trainer import data_statistics, input_fn, manifest_io, model, train
 
 NUMBERS = ["x1", "x2", "x3", "count", "flag"]  # the sample's number columns (flag: optional, int64 0/1)
-
-
-@pytest.fixture(autouse=True)
-def float32_policy():
-    yield
-    keras.mixed_precision.set_dtype_policy("float32")
-
-
-def args(*argv):
-    return train.parser().parse_args([str(a) for a in argv])
 
 
 def test_the_statistics_are_those_of_every_training_record(tabular_dataset):

@@ -11,12 +11,12 @@ import subprocess
 import sys
 import textwrap
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+from tests.trainer.conftest import args
 from trainer import train
 from trainer.errors import (
     BatchSizeError,
@@ -38,17 +38,6 @@ TABULAR_FLAGS = [
     "--features",
     "x1,x2,x3,count,category,flag",
 ]
-
-
-@pytest.fixture(autouse=True)
-def float32_policy():
-    """Runs set Keras' global dtype policy; leave it as other tests expect it."""
-    yield
-    keras.mixed_precision.set_dtype_policy("float32")
-
-
-def args(*argv):
-    return train.parser().parse_args([str(a) for a in argv])
 
 
 def scalars(log_dir: pathlib.Path) -> dict[str, list[float]]:
@@ -330,7 +319,7 @@ def test_follows_latest_of_a_refresh_root(tmp_path, capsys):
 def test_the_manifests_label_and_classes_need_no_flags(tmp_path):
     """A dataset converted with --label (its manifest names the label_column and its classes, in
     label_map) trains with neither --label nor --num_classes, and its export names each logit."""
-    from tests.trainer.conftest import IRIS_HEADER, SPECIES, convert_table, named_rows, separated_rows
+    from tests.trainer.conftest import IRIS_HEADER, SPECIES, args, convert_table, named_rows, separated_rows
 
     classes = SPECIES
     data = convert_table(tmp_path, IRIS_HEADER, named_rows(separated_rows(90)), "--label", "species")
