@@ -121,9 +121,17 @@ def commands_help() -> str:
     return "\n".join([f"commands ({command_name()} COMMAND --help: its flags):", *lines])
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose mistakes end the command in one line (exit 2), naming `--help`: argparse's own
+    prints the usage block first, dozens of lines above the one that says what is wrong."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the flags)\n")
+
+
 def make_parser(prog: str, description: str, flags: Iterable[Flag]) -> argparse.ArgumentParser:
     """A conversion command's parser; `description` is printed as written (line breaks kept)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=prog,
         description=description,
         epilog="Other flags must be Apache Beam options (e.g. --runner DataflowRunner); anything else is "
@@ -140,11 +148,12 @@ def parse_command_line(
 ) -> tuple[argparse.Namespace, list[str]]:
     """Our flags, and the rest for Beam. An argument that neither defines (a typo such as
     `--ouput`, which Beam would only warn about) ends the command with exit 2 and the closest
-    known flags."""
+    known flags; so does a Beam option that does not parse (`--dry_run` without its value), in
+    our parser's one line rather than Beam's usage block of every option it has."""
     from pipeline.runners import beam_flag_names, unknown_beam_args  # Beam: only for commands that run a job
 
     args, rest = parser.parse_known_args(argv)
-    unknown = unknown_beam_args(rest)
+    unknown = unknown_beam_args(rest, lambda message: parser.error(f"Beam's {message}"))
     if unknown:
         name = unknown[0].split("=", 1)[0]
         ours = [f"--{flag.name}" for flag in flags]

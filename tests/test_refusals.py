@@ -272,3 +272,58 @@ def test_usage_names_the_command_as_it_was_called(monkeypatch, module, usage):
     assert parser().format_usage().startswith(f"usage: tfrecord-pipeline{usage} ")
     monkeypatch.setattr(sys, "argv", ["/repo/pipeline/__main__.py"])
     assert parser().format_usage().startswith(f"usage: python -m pipeline{usage} ")
+
+
+def the_one_line(stderr: str) -> str:
+    """The line a command that fails in one line ends with: its only error, after any progress and
+    INFO lines, with no traceback and no usage block before it."""
+    assert "Traceback" not in stderr and "usage:" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if " ERROR " in line or ": error: " in line]
+    assert len(errors) == 1 and lines[-1] == errors[0], stderr
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--splits", "train:0.8,validation:0.2"], "argument --splits: expected name=fraction,... got"),
+        (["--num_shards", "abc"], "argument --num_shards: invalid int value: 'abc'"),
+        (["--kind", "CSV"], "argument --kind: invalid choice: 'CSV'"),
+        (["--dry_run"], "Beam's argument --dry_run: expected one argument"),
+        (["--direct_num_workers=x"], "Beam's argument --direct_num_workers: invalid int value: 'x'"),
+        (["--ouput", "x"], "unrecognized argument --ouput (neither a flag of ours nor a Beam option); did you mean"),
+    ],
+)
+def test_a_flag_that_does_not_parse_is_one_line_without_the_usage_block(photos, tmp_path, argv, says):
+    """argparse prints its usage block first (Beam's: a hundred lines of every option it has)."""
+    result = run_pipeline(["--input", photos, "--output", tmp_path / "out", *argv])
+    assert result.returncode == 2
+    line = the_one_line(result.stderr)
+    assert line.startswith("python -m pipeline: error: ") and says in line, line
+    assert line.endswith("(python -m pipeline --help lists the flags)")
+
+
+def test_an_inspect_flag_that_does_not_parse_is_one_line(tmp_path):
+    result = run_pipeline(["inspect", tmp_path, "--samples", "x"])
+    assert result.returncode == 2
+    assert "python -m pipeline inspect: error: argument --samples: invalid int value" in the_one_line(result.stderr)
+
+
+@pytest.mark.parametrize("command", [[], ["refresh"]])
+def test_a_runner_that_beam_does_not_know_is_refused_before_any_work(photos, tmp_path, command):
+    """Beam says so only once the job is built, after the input was planned (exit 3)."""
+    argv = [*command, "--input", photos, "--output", tmp_path / "out", "--runner", "DataflowRuner"]
+    line = the_one_line(refused_in_a_process(argv))
+    assert "--runner DataflowRuner is no runner Beam knows: did you mean DataflowRunner" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_options_the_runner_lacks_are_named_not_cut_at_the_first_line(photos, tmp_path):
+    """Beam's error puts each missing option on a line of its own after "Pipeline has validations
+    errors:", which a one-line log record would have cut away."""
+    result = run_pipeline(["--input", photos, "--output", tmp_path / "out", "--runner", "DataflowRunner"])
+    assert result.returncode == 3
+    line = the_one_line(result.stderr)
+    assert "Pipeline has validations errors: Missing GCS path option: temp_location" in line
+    assert "Missing required option: project" in line

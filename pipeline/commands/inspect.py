@@ -21,7 +21,7 @@ from core.contract.manifest import Manifest, ManifestError, ManifestRejectedErro
 from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
 from core.contract.versions import LatestPointerError, resolve_dataset
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
-from pipeline.flags import DEBUG_HELP, command_name
+from pipeline.flags import DEBUG_HELP, OneLineParser, command_name
 from pipeline.report import dataset_summary, errors_text, rejected_summary
 from pipeline.verify import verify
 
@@ -30,7 +30,7 @@ DEFAULT_SAMPLES = 16
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog=command_name("inspect"),
         description="Show what a converted dataset (local or gs://) holds; --verify checks every "
         "record against the manifest; --contact_sheet draws sample images.",
