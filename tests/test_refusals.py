@@ -8,6 +8,7 @@ import importlib
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 import pipeline.commands.convert
 from pipeline.cli import main
 from pipeline.readback import CountShardRecords
-from tests.subprocess_limits import run_pipeline
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT, run_pipeline
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample"
 
@@ -279,7 +280,7 @@ def the_one_line(stderr: str) -> str:
     INFO lines, with no traceback and no usage block before it."""
     assert "Traceback" not in stderr and "usage:" not in stderr, stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if " ERROR " in line or ": error: " in line]
+    errors = [line for line in lines if " ERROR " in line or "error: " in line]
     assert len(errors) == 1 and lines[-1] == errors[0], stderr
     return errors[0]
 
@@ -327,3 +328,39 @@ def test_options_the_runner_lacks_are_named_not_cut_at_the_first_line(photos, tm
     line = the_one_line(result.stderr)
     assert "Pipeline has validations errors: Missing GCS path option: temp_location" in line
     assert "Missing required option: project" in line
+
+
+REPO = SAMPLE.parent
+
+
+@pytest.mark.parametrize("command", [[], ["inspect", "out"], ["refresh", "--input", "x", "--output", "y"]])
+def test_a_python_without_the_projects_packages_is_told_in_one_line_how_to_get_them(tmp_path, command):
+    """`python3 -m pipeline` in a checkout, outside its environment: this Python without its
+    site-packages (-S) has none of Beam, pydantic or PyYAML, as a system Python may not."""
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "pipeline", *command],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    line = the_one_line(result.stderr)
+    assert line.startswith(f"python -m pipeline: error: this Python ({sys.executable}) has no apache-beam, ")
+    assert f"source {REPO}/.venv/bin/activate" in line and f"pip install {REPO}" in line
+
+
+def test_the_trainer_without_tensorflow_says_so_in_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "trainer", "--data", tmp_path, "--model_dir", tmp_path / "m"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert the_one_line(result.stderr).startswith(
+        "error: training needs TensorFlow, which is not installed: pip install"
+    )
