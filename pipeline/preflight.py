@@ -1,6 +1,7 @@
-"""Refusals before any work: an input that is not there or not what its kind needs, a bucket that
-does not exist, an output inside the input (the run would read its own files), an output that
-cannot be written. Each is one line naming the path and the reason (the command exits 2).
+"""Refusals before any work: an input that is not there or not what its kind reads (what it is,
+and what reads it: pipeline.input_shape), a bucket that does not exist, an output inside the
+input (the run would read its own files), an output that is a file or cannot be written. Each is
+one line naming the path and the reason (the command exits 2).
 """
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ from __future__ import annotations
 import os
 
 from core import storage
-from core.local_files import dangling, not_regular
+from pipeline.config import Config
+from pipeline.input_shape import input_shape, mismatch
 from pipeline.lease import Holder, Lease
 
 
@@ -16,40 +18,49 @@ class PreflightError(ValueError):
     pass
 
 
-def check_input(kind: str, uri: str) -> None:
-    """The input exists and is what `kind` reads: a folder of class folders, a CSV file (a regular
-    one), or a file pattern whose folder exists."""
+def check_input(config: Config, uri: str) -> None:
+    """The input exists and is what `config.kind` reads as given (pipeline.input_shape decides what
+    it is); its bucket exists."""
     if storage.is_remote(uri):
         _check_bucket(uri)
-        return
-    path = storage.pattern_root(uri) if kind == "csv" else uri
-    reason = dangling(path)
-    if reason:
-        raise PreflightError(f"input {path} is {reason}")
-    if not os.path.exists(path):
-        raise PreflightError(f"input {path} does not exist")
-    if kind == "images" and not os.path.isdir(path):
-        raise PreflightError(f"input {path} is a file, expected a folder of class folders (--kind images)")
-    if kind == "image_csv" and os.path.isdir(path):
-        raise PreflightError(f"input {path} is a folder, expected a CSV file of image URIs (--kind image_csv)")
-    if kind == "image_csv":  # reading a FIFO would wait for a writer, a link to /dev/zero never end
-        reason = not_regular(path, os.stat(path).st_mode)
-        if reason:
-            raise PreflightError(f"input {path} is {reason}; expected a CSV file of image URIs (--kind image_csv)")
+    refusal = mismatch(uri, input_shape(uri, config), config.kind, "kind" in config.model_fields_set)
+    if refusal:
+        raise PreflightError(refusal)
 
 
 def check_output(kind: str, input_uri: str, output_uri: str) -> None:
-    """The output is not the input folder or inside it, and its bucket exists."""
+    """The output is a folder (or none yet), not below a file, and its bucket exists; the input
+    cannot hold it: not the input folder or inside it, and for --kind csv no folder whose files
+    the pattern could match."""
     if storage.is_remote(output_uri):
         _check_bucket(output_uri)
+    else:
+        _check_local_output(output_uri)
     if kind == "image_csv":
         return  # the images a CSV names may live anywhere; the CSV itself is not rewritten
     root = (storage.pattern_root(input_uri) if kind == "csv" else input_uri).rstrip("/")
     output = output_uri.rstrip("/")
-    if output == root or output.startswith(root + "/"):
+    if kind == "csv":
+        inside = storage.has_wildcard(input_uri) and storage.could_match_below(input_uri, output)
+    else:
+        inside = output == root or output.startswith(root + "/")
+    if inside:
         raise PreflightError(
-            f"output {output_uri} is inside the input {root}: the run would read its own output; "
+            f"output {output_uri} is inside the input {input_uri}: the run would read its own output; "
             "choose another --output"
+        )
+
+
+def _check_local_output(output: str) -> None:
+    """A dataset is a folder of files: an --output that is a file, or lies below one, cannot hold it."""
+    if os.path.lexists(output) and not os.path.isdir(output):
+        raise PreflightError(f"output {output} is a file, not a folder: choose a folder for --output")
+    above = os.path.dirname(output.rstrip("/"))
+    while above and not os.path.lexists(above):
+        above = os.path.dirname(above)
+    if above and not os.path.isdir(above):
+        raise PreflightError(
+            f"output {output} is below {above}, which is a file, not a folder: choose another --output"
         )
 
 

@@ -16,6 +16,7 @@ import pytest
 import pipeline.commands.convert
 from pipeline.cli import main
 from pipeline.readback import CountShardRecords
+from tests.one_line import the_one_line
 from tests.subprocess_limits import SUBPROCESS_TIMEOUT, run_pipeline
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample"
@@ -59,8 +60,8 @@ def test_the_suggestion_names_the_closest_flag(photos, tmp_path, capsys):
     "kind, make_input, reason",
     [
         ("images", lambda p, t: t / "nothing", "does not exist"),
-        ("images", lambda p, t: next((p / "circle").iterdir()), "is a file, expected a folder of class folders"),
-        ("image_csv", lambda p, t: p, "is a folder, expected a CSV file"),
+        ("images", lambda p, t: next((p / "circle").iterdir()), "is an image file (.jpg), which no --kind reads"),
+        ("image_csv", lambda p, t: p, "is a folder of class folders; --kind image_csv reads one CSV file"),
         ("csv", lambda p, t: f"{t}/missing/*.csv", "does not exist"),
     ],
 )
@@ -82,8 +83,8 @@ def refused_in_a_process(argv) -> str:
 @pytest.mark.parametrize(
     "command, make_input, reason",
     [
-        ([], os.mkfifo, "is not a regular file: a FIFO; expected a CSV file of image URIs"),
-        (["refresh"], os.mkfifo, "is not a regular file: a FIFO; expected a CSV file of image URIs"),
+        ([], os.mkfifo, "is not a regular file: a FIFO, which no --kind reads"),
+        (["refresh"], os.mkfifo, "is not a regular file: a FIFO, which no --kind reads"),
         ([], lambda p: os.symlink("/dev/zero", p), "is not a regular file: a link to /dev/zero, a character device"),
     ],
 )
@@ -110,9 +111,7 @@ def test_a_single_csv_that_is_a_dangling_link_is_refused_naming_its_target(tmp_p
     os.symlink("gone.csv", tmp_path / "in/only.csv")
     argv = ["--kind", "csv", "--input", tmp_path / "in/only.csv", "--output", tmp_path / "out"]
     reason = f"a link to {tmp_path / 'in/gone.csv'}, which does not exist (dangling link)"
-    assert f"no regular file matches {tmp_path / 'in/only.csv'} ({tmp_path / 'in/only.csv'}: {reason})" in (
-        refused_in_a_process(argv)
-    )
+    assert f"input {tmp_path / 'in/only.csv'} is {reason}" in refused_in_a_process(argv)
     assert not (tmp_path / "out/manifest.json").exists()
 
 
@@ -120,7 +119,7 @@ def test_a_single_csv_that_is_a_fifo_is_refused_before_the_job(tmp_path):
     (tmp_path / "in").mkdir()
     os.mkfifo(tmp_path / "in/only.csv")
     argv = ["--kind", "csv", "--input", tmp_path / "in/only.csv", "--output", tmp_path / "out"]
-    assert f"{tmp_path / 'in/only.csv'}: not a regular file: a FIFO" in refused_in_a_process(argv)
+    assert f"input {tmp_path / 'in/only.csv'} is not a regular file: a FIFO" in refused_in_a_process(argv)
     assert not (tmp_path / "out/manifest.json").exists()
 
 
@@ -159,10 +158,46 @@ def test_an_output_inside_the_input_is_refused(photos, caplog):
     assert "inside the input" in line and not (photos / "tfrecords").exists()
 
 
-def test_an_output_that_cannot_be_written_is_refused(photos, tmp_path, caplog):
+@pytest.mark.parametrize(
+    "pattern, output, inside",
+    [
+        ("data.csv", "out", False),  # one file: its folder is not read
+        ("tables/*.csv", "tables/out", False),  # matches no file below tables/out
+        ("tables/**/*.csv", "tables/out", True),
+        ("tables/*/*.csv", "tables/out", True),
+    ],
+)
+def test_a_tabular_output_is_refused_only_where_the_pattern_could_read_it(tmp_path, caplog, pattern, output, inside):
+    """A pattern reads only what it matches: `--input data.csv --output out` in one folder was
+    refused as "inside the input" of the folder holding data.csv."""
+    (tmp_path / "tables" / "more").mkdir(parents=True)
+    for table in ("data.csv", "tables/a.csv", "tables/more/b.csv"):
+        (tmp_path / table).write_text("x,y\n1,2\n3,4\n")
+    argv = ["--kind", "csv", "--input", str(tmp_path / pattern), "--output", str(tmp_path / output)]
+    if inside:
+        line = refused(caplog, argv)
+        assert line == (
+            f"output {tmp_path / output} is inside the input {tmp_path / pattern}: the run would read its own "
+            "output; choose another --output"
+        )
+    else:
+        assert main(argv) == 0, caplog.text
+
+
+@pytest.mark.parametrize("below", ["", "out", "out/deeper"])
+def test_an_output_that_is_a_file_or_below_one_is_refused_naming_the_file(photos, tmp_path, caplog, below):
+    """Not `.../.lease: File exists` (or `Not a directory`), as taking the output's lease found it."""
     (tmp_path / "a_file").write_text("not a folder")
-    line = refused(caplog, ["--input", photos, "--output", tmp_path / "a_file" / "out"])
-    assert line.startswith("cannot write to the output") and "a_file" in line
+    output = tmp_path / "a_file" / below if below else tmp_path / "a_file"
+    line = refused(caplog, ["--input", photos, "--output", output])
+    if below:
+        assert (
+            line
+            == f"output {output} is below {tmp_path / 'a_file'}, which is a file, not a folder: choose another --output"
+        )
+    else:
+        assert line == f"output {output} is a file, not a folder: choose a folder for --output"
+    assert (tmp_path / "a_file").read_text() == "not a folder"
 
 
 def test_a_missing_bucket_is_refused(gcs_emulator, gcs_bucket, photos, caplog):
@@ -273,16 +308,6 @@ def test_usage_names_the_command_as_it_was_called(monkeypatch, module, usage):
     assert parser().format_usage().startswith(f"usage: tfrecord-pipeline{usage} ")
     monkeypatch.setattr(sys, "argv", ["/repo/pipeline/__main__.py"])
     assert parser().format_usage().startswith(f"usage: python -m pipeline{usage} ")
-
-
-def the_one_line(stderr: str) -> str:
-    """The line a command that fails in one line ends with: its only error, after any progress and
-    INFO lines, with no traceback and no usage block before it."""
-    assert "Traceback" not in stderr and "usage:" not in stderr, stderr
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if " ERROR " in line or "error: " in line]
-    assert len(errors) == 1 and lines[-1] == errors[0], stderr
-    return errors[0]
 
 
 @pytest.mark.parametrize(

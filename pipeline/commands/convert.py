@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
         refuse_unsafe_options(beam_args)
         config = load_config(args.config, config_overrides(args))
         source, output = storage.absolute(config.input_uri), storage.absolute(config.output_uri)
-        check_input(config.kind, source)
+        check_input(config, source)
         check_output(config.kind, source, output)
         lease = Lease(output, run, config.lease_seconds)
         # A job only built or staged here runs later, without this process to hold a lease.

@@ -188,7 +188,7 @@ def main(argv: list[str]) -> int:
             raise ConfigError("refresh needs --output ROOT (the folder that holds the versions and LATEST)")
         root = storage.absolute(config.output).rstrip("/")
         source = storage.absolute(config.input_uri)
-        check_input(config.kind, source)
+        check_input(config, source)
         check_output(config.kind, source, root)
         unattended = stages_only(PipelineOptions(beam_args))  # the job runs later, without this process
         lease = Lease(root, run, config.lease_seconds)
