@@ -211,6 +211,8 @@ class Config(pydantic.BaseModel):
     sharding: ShardingConfig = ShardingConfig()
     max_error_fraction: Annotated[Float, Field(ge=0, le=1)] = 0.01
     overwrite: Bool = False
+    # write into an output folder that holds files or folders of the user's too (pipeline.preflight)
+    allow_other_files: Bool = False
     # tfrecord: TFRecord files, read in order (tf.data); array_record: ArrayRecord files, read with
     # random access (Grain, TFDS data_source), their chunks compressed by array_record itself.
     format: Literal[FILE_FORMATS] = TFRECORD
@@ -296,12 +298,9 @@ _SECTIONS = {
     if isinstance(field.annotation, type) and hasattr(field.annotation, "__pydantic_fields__")
 }
 _KNOWN = {(): _keys(Config), **{(name,): _keys(cls) for name, cls in _SECTIONS.items()}}
-# Where each conversion flag lands: `--num_shards` in sharding.num_shards, the others at the top.
-_FLAG_KEYS = {
-    (("sharding", f.name) if f.name in _keys(ShardingConfig) else (f.name,)): f"--{f.name}"
-    for f in CONVERT_FLAGS
-    if f.name != "config"
-}
+# Where each conversion flag lands (Flag.key): `--num_shards` in sharding.num_shards, `--image_roots` in
+# image_csv.roots, the others at the top.
+_FLAG_KEYS = {f.key: f"--{f.name}" for f in CONVERT_FLAGS if f.name != "config"}
 
 
 def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,10 +16,10 @@ from typing import Any
 from core.contract.layout import FILE_FORMATS
 from core.contract.manifest import KINDS
 
-_SHARDING_KEYS = ("num_shards", "reader_hosts", "target_shard_mib")
 INSTALLED_COMMAND = "tfrecord-pipeline"  # setup.py's console script
 DEBUG_FLAG = "--debug"  # accepted anywhere on any command's line, taken out before parsing (pipeline.cli)
 DEBUG_HELP = f"{DEBUG_FLAG}, anywhere on the line: tracebacks and multi-line log records in full."
+ALLOW_OTHER_FILES = "allow_other_files"  # the flag an --output holding the user's files needs (pipeline.preflight)
 # The commands of `python -m pipeline` (pipeline.cli dispatches on the first argument), each with
 # the line that introduces it in every help that lists them.
 COMMANDS = {
@@ -35,6 +35,11 @@ def command_name(subcommand: str = "") -> str:
     return f"{base} {subcommand}".strip()
 
 
+def folder_list(text: str) -> list[str]:
+    """'a,gs://b/c' -> ['a', 'gs://b/c']"""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
 def split_fractions(text: str) -> dict[str, float]:
     """'train=0.8,validation=0.2' -> {'train': 0.8, 'validation': 0.2}"""
     try:
@@ -45,13 +50,20 @@ def split_fractions(text: str) -> dict[str, float]:
 
 @dataclasses.dataclass(frozen=True)
 class Flag:
-    """One `--name` flag. `switch`: a bare flag that sets True (a "true|false" template parameter)."""
+    """One `--name` flag. `switch`: a bare flag that sets True (a "true|false" template parameter).
+    `setting`: the config key it sets, dotted (`sharding.num_shards`), when not its name."""
 
     name: str
     help: str
     type: Callable[[str], Any] | None = None
     choices: tuple[str, ...] = ()
     switch: bool = False
+    setting: str = ""
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """Where in the config the flag's value goes: ('sharding', 'num_shards'), ('overwrite',)."""
+        return tuple((self.setting or self.name).split("."))
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         if self.switch:
@@ -68,15 +80,37 @@ CONVERT_FLAGS = (
     Flag("kind", "images (class folders, the default), image_csv, or csv (tabular)", choices=KINDS),
     Flag("config", "YAML file of settings (see configs/); flags override it"),
     Flag("splits", "split fractions, e.g. train=0.8,validation=0.2", type=split_fractions),
-    Flag("num_shards", "shards per split (overrides the computed count)", type=int),
-    Flag("reader_hosts", "hosts that will read the data (>= shards_per_host shards each)", type=int),
-    Flag("target_shard_mib", "target shard size in MiB (default 128)", type=float),
+    Flag(
+        "num_shards",
+        "shards per split (overrides the computed count; 0: computed)",
+        type=int,
+        setting="sharding.num_shards",
+    ),
+    Flag(
+        "reader_hosts",
+        "hosts that will read the data (>= shards_per_host shards each)",
+        type=int,
+        setting="sharding.reader_hosts",
+    ),
+    Flag("target_shard_mib", "target shard size in MiB (default 128)", type=float, setting="sharding.target_shard_mib"),
     Flag(
         "max_error_fraction",
         "fail the run (exit 1, after writing the report) above this fraction of bad sources (default 0.01)",
         type=float,
     ),
     Flag("overwrite", "replace a dataset already in --output", switch=True),
+    Flag(
+        "image_roots",
+        "image_csv: folders (local or gs://) rows may name images below besides the CSV's own, DIR[,DIR...] "
+        "(image_csv.roots)",
+        type=folder_list,
+        setting="image_csv.roots",
+    ),
+    Flag(
+        ALLOW_OTHER_FILES,
+        "write into an --output folder that holds files or folders of yours besides (they stay as they are)",
+        switch=True,
+    ),
     Flag(
         "format",
         "tfrecord (the default) or array_record (ArrayRecord files: random access with Grain, TFDS data_source)",
@@ -101,6 +135,7 @@ CONVERT_FLAGS = (
 )
 _REFRESH_HELP = {
     "output": "ROOT: the folder (local or gs://) that holds the versions and LATEST",
+    ALLOW_OTHER_FILES: "keep the versions in a ROOT that holds files or folders of yours besides",
     "overwrite": "no effect: a refresh always writes a new version folder",
 }
 REFRESH_FLAGS = (
@@ -164,8 +199,14 @@ def parse_command_line(
 
 
 def config_overrides(args: argparse.Namespace) -> dict:
-    """The conversion flags that were given, shaped like the YAML config."""
-    given = {f.name: getattr(args, f.name) for f in CONVERT_FLAGS if f.name != "config"}
-    flat = {name: value for name, value in given.items() if value is not None}
-    sharding = {key: flat.pop(key) for key in _SHARDING_KEYS if key in flat}
-    return {**flat, **({"sharding": sharding} if sharding else {})}
+    """The conversion flags that were given, shaped like the YAML config (Flag.key)."""
+    overrides: dict = {}
+    for flag in CONVERT_FLAGS:
+        value = getattr(args, flag.name)
+        if flag.name != "config" and value is not None:
+            *sections, name = flag.key
+            place = overrides
+            for section in sections:
+                place = place.setdefault(section, {})
+            place[name] = value
+    return overrides

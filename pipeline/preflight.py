@@ -9,9 +9,16 @@ from __future__ import annotations
 import os
 
 from core import storage
+from core.contract.layout import MANIFEST_NAME, join
 from pipeline.config import Config
+from pipeline.flags import ALLOW_OTHER_FILES
+from pipeline.folder_store import not_from_runs
 from pipeline.input_shape import input_shape, mismatch
 from pipeline.lease import Holder, Lease
+from pipeline.version_store import not_from_refreshes
+from transforms.tabular import shown
+
+FIRST_NAMES = 5  # of the files in an --output that no run wrote, the names a refusal shows
 
 
 class PreflightError(ValueError):
@@ -61,6 +68,35 @@ def _check_local_output(output: str) -> None:
     if above and not os.path.isdir(above):
         raise PreflightError(
             f"output {output} is below {above}, which is a file, not a folder: choose another --output"
+        )
+
+
+def check_other_files(output: str, allowed: bool) -> None:
+    """A `convert` output without a dataset that holds files or folders of the user's
+    (folder_store.not_from_runs) is refused unless `allowed` (--allow_other_files): a dataset
+    written in among them would mix with them (a reader's `*`, a later `rm -r` of the dataset), and
+    an --output mistyped for another folder goes unnoticed. A committed dataset's folder is
+    pipeline.output's to refuse (--overwrite), whatever else it holds."""
+    if not allowed and not storage.exists(join(output, MANIFEST_NAME)):
+        _refuse_others(
+            output, not_from_runs(output), "no conversion wrote", "a dataset written in among them would mix with them"
+        )
+
+
+def check_other_refresh_files(root: str, allowed: bool) -> None:
+    """A refresh ROOT holding anything but its versions and LATEST (version_store.not_from_refreshes)
+    is refused unless `allowed`, as a `convert` output is (check_other_files)."""
+    if not allowed:
+        _refuse_others(root, not_from_refreshes(root), "besides versions and LATEST", "a refresh root holds those only")
+
+
+def _refuse_others(output: str, others: list[str], which: str, why: str) -> None:
+    """Refuses `output` for the names in `others`, FIRST_NAMES of them shown (escaped: shown)."""
+    if others:
+        names = ("such as " if len(others) > FIRST_NAMES else "") + shown(others[:FIRST_NAMES])
+        raise PreflightError(
+            f"output {output} holds {len(others):,} file(s) or folder(s) {which}, {names}: {why}; choose a new or "
+            f"empty folder for --output, or pass --{ALLOW_OTHER_FILES} to write beside them (they stay as they are)"
         )
 
 

@@ -51,6 +51,16 @@ def version_states(root: str) -> dict[str, str]:
     }
 
 
+def not_from_refreshes(root: str) -> list[str]:
+    """The names at ROOT's top level that are not a version folder or LATEST, hidden ones aside
+    (the lease and temporary files, `.gitkeep`): what a refresh root holds besides its own."""
+    return [
+        name
+        for name in storage.children(root)
+        if not name.startswith(".") and name != LATEST_NAME and not is_version(name)
+    ]
+
+
 class NotPublished(RuntimeError):
     """A refresh made a version that LATEST cannot name (it names a newer one, written without
     this root's lease): the run fails rather than end as if it had published."""

@@ -23,7 +23,7 @@ from core.contract.versions import LatestPointerError, resolve_dataset
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
 from pipeline.flags import DEBUG_HELP, OneLineParser, command_name
 from pipeline.report import dataset_summary, errors_text, rejected_summary
-from pipeline.verify import verify
+from pipeline.verify import unlisted_warnings, verify
 
 MAX_PROBLEMS_SHOWN = 50
 DEFAULT_SAMPLES = 16
@@ -114,6 +114,8 @@ def main(argv: list[str]) -> int:
         folder = _resolve(args.dest)
         manifest = read_manifest(folder, storage.read_text)
         print(dataset_summary(folder, manifest))
+        for warning in unlisted_warnings(folder, manifest):
+            print(f"  warning: {warning}")
         text = errors_text(folder, manifest)
         if text:
             print(text)
