@@ -324,7 +324,7 @@ def load_config(path: str | None = None, overrides: Mapping[str, Any] | None = N
             # for a writer, a device's read might never end (NotARegularFile, an OSError).
             values = load_yaml(path)
         except OSError as e:
-            raise ConfigError(f"cannot read config {path}: {e}") from e
+            raise ConfigError(f"cannot read config {path}: {e.strerror or e}") from e  # strerror: no repeated path
         except NotYaml as e:
             raise ConfigError(f"config {path} {e}") from e
         if values is None:

@@ -98,7 +98,10 @@ def mismatch(uri: str, shape: Shape, kind: str, kind_given: bool) -> str | None:
 
 def _missing(path: str) -> str:
     """After "does not exist": the closest name in its folder, or the first of its folders that
-    does not exist either."""
+    does not exist either; or that a `~` in it is no home folder (a shell puts it in its place
+    only at the start of an unquoted word)."""
+    if "~" in path.split("/"):
+        return " (~ here names a folder called ~, not your home folder: give the full path)"
     folder, name = os.path.split(path.rstrip("/"))
     if not os.path.isdir(folder):
         while folder and not os.path.isdir(os.path.dirname(folder)):

@@ -39,6 +39,7 @@ from transforms.csv_dialect import CsvDialect, DialectError
 from transforms.csv_records import WHOLE_CSV, CsvPart, CsvRecords
 from transforms.outcomes import DeadLetter, Source
 from transforms.sources import ClassFolders, CsvRow, Roots, image_csv_rows, printable_path
+from transforms.splits import misspelt
 from transforms.tabular import MAX_COLUMNS, hidden_match, read_header, shown
 
 _LOG = logging.getLogger(__name__)
@@ -313,6 +314,13 @@ def make_plan(config: Config, hand_over: bool = False, local_files: bool = True)
     shards = {name: shard_count(size, config.sharding) for name, size in planned.split_bytes.items()}
     listing = planned.listing
     _LOG.info("planned %s: %d file(s), %.1f MB; shards %s", source, listing.files, listing.bytes / 1e6, shards)
+    for name, meant in misspelt(list(config.splits)).items():
+        _LOG.warning(
+            "split %r (--splits) is not %r: a typo? readers and the trainer look for %s-* by default",
+            name,
+            meant,
+            meant,
+        )
     return Plan(
         config.kind,
         source,

@@ -18,6 +18,11 @@ from pipeline.lease import Holder, Lease
 from pipeline.version_store import not_from_refreshes
 from transforms.tabular import shown
 
+# What gives this process Google Cloud credentials, where it found none.
+_CREDENTIALS_FIX = (
+    " (give this machine credentials: gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS "
+    "naming a service account's key file)"
+)
 FIRST_NAMES = 5  # of the files in an --output that no run wrote, the names a refusal shows
 
 
@@ -29,7 +34,7 @@ def check_input(config: Config, uri: str) -> None:
     """The input exists and is what `config.kind` reads as given (pipeline.input_shape decides what
     it is); its bucket exists."""
     if storage.is_remote(uri):
-        _check_bucket(uri)
+        _check_bucket(uri, "input")
     refusal = mismatch(uri, input_shape(uri, config), config.kind, "kind" in config.model_fields_set)
     if refusal:
         raise PreflightError(refusal)
@@ -40,7 +45,7 @@ def check_output(kind: str, input_uri: str, output_uri: str) -> None:
     cannot hold it: not the input folder or inside it, and for --kind csv no folder whose files
     the pattern could match."""
     if storage.is_remote(output_uri):
-        _check_bucket(output_uri)
+        _check_bucket(output_uri, "output")
     else:
         _check_local_output(output_uri)
     if kind == "image_csv":
@@ -112,12 +117,23 @@ def take_lease(lease: Lease) -> Holder | None:
         raise
 
 
-def _check_bucket(uri: str) -> None:
+def _check_bucket(uri: str, role: str) -> None:
+    """The --input or --output (`role`) `uri`, a URI, is a gs:// one whose bucket exists and can be
+    reached; any other scheme (s3://, https://) is no storage this pipeline reads or writes."""
+    scheme = uri.split("://", 1)[0]
+    if scheme != "gs":
+        instead = "copy the data to local disk or gs://" if role == "input" else "choose a local folder or gs:// prefix"
+        raise PreflightError(
+            f"{role} {uri}: {scheme}:// is not read or written here, only local paths and gs://: {instead}"
+        )
     bucket = uri[len("gs://") :].split("/", 1)[0]
     try:
         exists = storage.bucket_exists(bucket)
     except Exception as e:  # google.auth / google.api_core: no credentials, no network
-        raise PreflightError(f"cannot reach GCS to look at gs://{bucket}: {type(e).__name__}: {_first_line(e)}") from e
+        fix = _CREDENTIALS_FIX if type(e).__name__ == "DefaultCredentialsError" else ""
+        raise PreflightError(
+            f"cannot reach GCS to look at gs://{bucket}: {type(e).__name__}: {_first_line(e)}{fix}"
+        ) from e
     if not exists:
         raise PreflightError(f"bucket gs://{bucket} does not exist (or this account cannot see it): {uri}")
 

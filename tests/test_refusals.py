@@ -389,3 +389,65 @@ def test_the_trainer_without_tensorflow_says_so_in_one_line(tmp_path):
     assert the_one_line(result.stderr).startswith(
         "error: training needs TensorFlow, which is not installed: pip install"
     )
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (
+            ["--input", "s3://bucket/photos"],
+            "input s3://bucket/photos: s3:// is not read or written here, only local paths and gs://: copy the data",
+        ),
+        (
+            ["--kind", "image_csv", "--input", "https://example.com/labels.csv"],
+            "input https://example.com/labels.csv: https:// is not read or written here",
+        ),
+        (["--output", "s3://bucket/out"], "output s3://bucket/out: s3:// is not read or written here"),
+        (["--input", "~/photos"], "photos does not exist (~ here names a folder called ~, not your home folder"),
+    ],
+)
+def test_an_input_or_output_no_storage_here_reads_is_one_line_saying_so(photos, tmp_path, argv, says):
+    """s3:// and https:// were taken for gs:// ("cannot reach GCS to look at gs://:"), and a quoted
+    ~ for a folder that does not exist without a word on why."""
+    defaults = {"--input": str(photos), "--output": str(tmp_path / "out")}
+    given = dict(zip(argv[::2], argv[1::2], strict=True))
+    result = run_pipeline([*(a for pair in {**defaults, **given}.items() for a in pair)], cwd=tmp_path)
+    assert result.returncode == 2
+    assert says in the_one_line(result.stderr)
+
+
+def test_gcs_without_credentials_names_how_to_give_them(photos, tmp_path):
+    no_credentials = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("GOOGLE_", "STORAGE_EMULATOR", "CLOUDSDK_", "GCLOUD"))
+    }
+    no_credentials.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), NO_GCE_CHECK="True")
+    result = run_pipeline(["--input", "gs://some-bucket/photos", "--output", tmp_path / "out"], env=no_credentials)
+    assert result.returncode == 2
+    line = the_one_line(result.stderr)
+    assert "cannot reach GCS to look at gs://some-bucket: DefaultCredentialsError: " in line
+    assert line.endswith(
+        "(give this machine credentials: gcloud auth application-default login, or "
+        "GOOGLE_APPLICATION_CREDENTIALS naming a service account's key file)"
+    )
+
+
+def test_inspect_of_a_folder_that_does_not_exist_says_so(tmp_path):
+    result = run_pipeline(["inspect", tmp_path / "nothing"])
+    assert result.returncode == 2 and the_one_line(result.stderr) == f"error: {tmp_path / 'nothing'} does not exist"
+
+
+def test_a_config_file_that_does_not_exist_is_said_so_once(photos, tmp_path, caplog):
+    line = refused(caplog, ["--input", photos, "--output", tmp_path / "out", "--config", tmp_path / "nothere.yaml"])
+    assert line == f"cannot read config {tmp_path / 'nothere.yaml'}: No such file or directory"
+
+
+def test_a_split_name_that_looks_like_a_typo_is_warned_of(photos, tmp_path, caplog):
+    argv = ["--input", str(photos), "--output", str(tmp_path / "out"), "--splits", "train=0.8,valdation=0.2"]
+    assert main(argv) == 0
+    [warning] = [r.getMessage() for r in caplog.records if "--splits" in r.getMessage()]
+    assert warning == (
+        "split 'valdation' (--splits) is not 'validation': a typo? readers and the trainer look for validation-* "
+        "by default"
+    )

@@ -13,6 +13,7 @@ REJECTED with its reasons and exits 1; --verify refuses it in one line and exits
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from core import storage
@@ -128,5 +129,6 @@ def main(argv: list[str]) -> int:
     except ManifestRejectedError as e:
         return _rejected(folder, e.manifest, args)
     except (ManifestError, LatestPointerError, ContactSheetError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        missing = not storage.is_remote(args.dest) and not os.path.exists(args.dest)
+        print(f"error: {args.dest} does not exist" if missing else f"error: {e}", file=sys.stderr)
         return 2
