@@ -37,7 +37,7 @@ from pipeline.sharding import shard_count
 from transforms import listing_handover, progress
 from transforms.csv_dialect import CsvDialect, DialectError
 from transforms.csv_records import WHOLE_CSV, CsvPart, CsvRecords
-from transforms.outcomes import DeadLetter, Source
+from transforms.outcomes import DeadLetter, Skipped, Source
 from transforms.sources import ClassFolders, CsvRow, Roots, image_csv_rows, printable_path
 from transforms.splits import misspelt
 from transforms.tabular import MAX_COLUMNS, hidden_match, read_header, shown
@@ -100,7 +100,7 @@ HAND_OVER_LIMIT = 200_000  # classified entries kept for a job in this process; 
 def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedInput:
     classify = ClassFolders(root, config.image.extensions, config.split_fractions).listed
     split_bytes = {name: 0 for name in config.splits}
-    labels, sources, digest = set(), 0, ListingDigest()
+    labels, sources, digest, skipped = set(), 0, ListingDigest(), collections.Counter()
     kept: list | None = [] if hand_over else None
     listing = progress.Phase("listing", "files")
     for entry in progress.counted(storage.list_below(root, config.listing_threads), listing):
@@ -119,12 +119,16 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedIn
             sources += 1
             labels.add(outcome.label)
             split_bytes[outcome.split] += entry.size_in_bytes
+        elif isinstance(outcome, Skipped):
+            skipped[outcome.extension] += 1
     listing.finish()
     if not sources:
+        found = ", ".join(f"{extension} {n:,}" for extension, n in skipped.most_common(5))
         raise PlanError(
             f"no images in class folders below {root} ({digest.files} file(s) listed"
+            + (f", by extension: {found}" if found else "")
             + (f", {digest.unlisted} folder(s) or link(s) that cannot be listed" if digest.unlisted else "")
-            + f"; image extensions: {' '.join(config.image.extensions)})"
+            + f"; the image extensions read, image.extensions in a --config file: {' '.join(config.image.extensions)})"
         )
     # Every listed file, and everything that could not be listed, is a source the job must
     # account for (record, skip or dead letter).

@@ -185,11 +185,11 @@ def test_a_tabular_output_is_refused_only_where_the_pattern_could_read_it(tmp_pa
 
 
 @pytest.mark.parametrize("below", ["", "out", "out/deeper"])
-def test_an_output_that_is_a_file_or_below_one_is_refused_naming_the_file(photos, tmp_path, caplog, below):
+def test_an_output_that_is_a_file_or_below_one_is_refused_naming_the_file(photos, tmp_path, below):
     """Not `.../.lease: File exists` (or `Not a directory`), as taking the output's lease found it."""
     (tmp_path / "a_file").write_text("not a folder")
     output = tmp_path / "a_file" / below if below else tmp_path / "a_file"
-    line = refused(caplog, ["--input", photos, "--output", output])
+    line = the_one_line(refused_in_a_process(["--input", photos, "--output", output])).split(" ERROR pipeline: ")[1]
     if below:
         assert (
             line
@@ -450,4 +450,15 @@ def test_a_split_name_that_looks_like_a_typo_is_warned_of(photos, tmp_path, capl
     assert warning == (
         "split 'valdation' (--splits) is not 'validation': a typo? readers and the trainer look for validation-* "
         "by default"
+    )
+
+
+def test_class_folders_without_images_name_the_extensions_they_hold(tmp_path, caplog):
+    for name in ("cat/a.heic", "cat/b.heic", "dog/c.HEIC", "dog/notes.txt"):
+        (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "in" / name).write_bytes(b"x")
+    line = refused(caplog, ["--input", tmp_path / "in", "--output", tmp_path / "out"])
+    assert line.startswith(
+        f"no images in class folders below {tmp_path / 'in'} (4 file(s) listed, by extension: .heic 3, .txt 1; the "
+        "image extensions read, image.extensions in a --config file: .jpg .jpeg"
     )
