@@ -29,14 +29,14 @@ from core import storage
 from core.contract.layout import MANIFEST_NAME
 from core.local_files import dangling, not_regular
 from pipeline.config import Config
+from transforms.csv_dialect import DialectError, choose_delimiter
 from transforms.sources import csv_layout, extension_of
-from transforms.tabular import shown
+from transforms.tabular import hidden_match, shown
 
 FOLDER_ENTRIES = 1000  # a folder's entries looked at, at most
 SNIFF_BYTES = 64 << 10  # of a file, read to tell an image CSV from a table
 SNIFF_ROWS = 20  # rows of those bytes looked at
 CLOSE_NAMES = 10_000  # names of a missing input's folder compared with its name, at most
-CSV_EXTENSIONS = (".csv", ".tsv", ".txt", ".gz")  # `.gz`: a.csv.gz (extension_of finds the last suffix)
 ARCHIVE_EXTENSIONS = (".zip", ".tar", ".tgz", ".7z", ".rar", ".bz2", ".xz")
 # Folder names that mean a split (Keras' and TFDS' layouts: DIR/train/<label>/...), as image CSVs
 # name splits (transforms.sources).
@@ -194,7 +194,12 @@ def _file_shape(path: str, config: Config) -> Shape:
         return Shape(f"an archive ({extension})", advice="unpack it, and give the folder or CSV file it holds")
     if ".tfrecord" in name or extension == ".array_record":
         return Shape("a shard of a converted dataset", advice="give the data to convert, not a converted dataset")
-    rows = _first_rows(path)
+    head = _head(path)
+    if head is None:
+        return Shape("a CSV file", ("image_csv", "csv"))
+    if b"\x00" in head:  # text holds no NUL byte
+        return Shape("a binary file, not CSV text", advice="give the folder, CSV file or file pattern to convert")
+    rows = _rows(head, config.csv.delimiter)
     if rows is None:
         return Shape("a CSV file", ("image_csv", "csv"))
     if not rows:
@@ -218,40 +223,47 @@ def _csv_shape(rows: list[list[str]], config: Config) -> Shape:
             f"a CSV file of image URIs (no header; {naming} of its first {len(rows)} rows name image files)",
             ("image_csv",),
         )
-    return Shape(f"a tabular CSV file ({len(header)} columns: {shown(header)})", ("csv",))
+    columns_named = f"{len(header):,} column{'' if len(header) == 1 else 's'}"
+    return Shape(f"a tabular CSV file ({columns_named}: {shown(header)})", ("csv",))
 
 
-def _first_rows(path: str) -> list[list[str]] | None:
-    """The first non-blank rows of the file as CSV (up to SNIFF_ROWS, within its first SNIFF_BYTES,
-    unwrapped from GZIP by name as core.storage.open_text does); None when that is not text (a NUL
-    byte, a GZIP stream that does not inflate) or cannot be read. Bytes that are not UTF-8 are read
-    as replacement characters: a row of them is the run's to report, as a dead letter."""
+def _head(path: str) -> bytes | None:
+    """The file's first SNIFF_BYTES (unwrapped from GZIP by name, as core.storage.open_text does),
+    or None when they cannot be read (a GZIP stream that does not inflate, a file gone): the run
+    says why."""
     try:
         data = storage.read_start(path, SNIFF_BYTES)
-        if storage.is_gzip(path):
-            data = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(data, SNIFF_BYTES)
+        return (
+            zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(data, SNIFF_BYTES)
+            if storage.is_gzip(path)
+            else data
+        )
     except (OSError, zlib.error):
         return None
-    except Exception:  # gs://: the client's errors (NotFound, Forbidden, ...): the run says what they are
+    except Exception:  # gs://: the client's errors (NotFound, Forbidden, ...)
         if storage.is_remote(path):
             return None
         raise
-    if b"\x00" in data:
-        return None
-    lines = data.decode("utf-8", "replace").splitlines()
-    if len(data) == SNIFF_BYTES and len(lines) > 1:
+
+
+def _rows(head: bytes, delimiter: str) -> list[list[str]] | None:
+    """The first non-blank rows (up to SNIFF_ROWS) of a file that starts with `head`, split at
+    `delimiter` (csv.delimiter; auto: as a tabular run chooses it, transforms.csv_dialect); None
+    when they do not parse. Bytes that are not UTF-8 are read as replacement characters: a row of
+    them is the run's to report, as a dead letter."""
+    text = head.decode("utf-8", "replace")
+    lines = text.splitlines()
+    if len(head) == SNIFF_BYTES and len(lines) > 1:
         lines = lines[:-1]  # the last line may be cut
     try:
-        rows = [row for row in csv.reader(lines, delimiter=_delimiter(lines)) if any(cell.strip() for cell in row)]
+        delimiter = choose_delimiter(text, delimiter, whole=len(head) < SNIFF_BYTES)
+    except DialectError:  # no clear choice: the run says why, if it is a tabular one
+        delimiter = ","
+    try:
+        rows = [row for row in csv.reader(lines, delimiter=delimiter) if any(cell.strip() for cell in row)]
     except csv.Error:
         return None
     return rows[:SNIFF_ROWS]
-
-
-def _delimiter(lines: list[str]) -> str:
-    """The likeliest of , ; tab | in the first line (tabular CSVs may use any: transforms.csv_dialect)."""
-    first = lines[0] if lines else ""
-    return max(",;\t|", key=first.count)
 
 
 def _named_csv(name: str) -> bool:
@@ -259,19 +271,24 @@ def _named_csv(name: str) -> bool:
 
 
 def _count(names: list[str], what: str) -> str:
+    """`3 CSV files`, of the names found among a folder's first FOLDER_ENTRIES (`1,000+` when all)."""
     more = "+" if len(names) >= FOLDER_ENTRIES else ""
     return f"{len(names):,}{more} {what}{'' if len(names) == 1 else 's'}"
 
 
 def _pattern_shape(pattern: str, config: Config) -> Shape:
     """A file pattern: a folder before its wildcards that does not exist is the input missing; only
-    --kind csv reads patterns, and the first match says whether they are tables."""
+    --kind csv reads patterns, and the first match it reads (hidden ones are not: hidden_match)
+    says whether they are tables."""
     root = storage.pattern_root(pattern)
     if not os.path.isdir(root):
         state = "is not a folder" if os.path.exists(root) else "does not exist"
         return Shape("", advice=f" (its folder {root} {state})")
     what = "a file pattern (only --kind csv reads patterns)"
-    first = next((m.path for m in storage.list_matching(pattern) if isinstance(m, storage.FileMetadata)), None)
+    matches = storage.list_matching(pattern)
+    first = next(
+        (m.path for m in matches if isinstance(m, storage.FileMetadata) and not hidden_match(pattern, m.path)), None
+    )
     if first is None or not os.path.isfile(first):
         return Shape(what, ("csv",))  # planning names what it matched, or that it matched nothing
     matched = _file_shape(first, config)

@@ -168,6 +168,11 @@ def dataset(root: pathlib.Path, choose) -> Input:
     return Input(str(root / "converted"), (), lambda kind: ["is a converted dataset", "which no --kind reads"])
 
 
+def binary(root: pathlib.Path, choose) -> Input:
+    (root / "data.csv").write_bytes(b"\x00\x05\x16\x07" + os.urandom(64))
+    return Input(str(root / "data.csv"), (), lambda kind: ["is a binary file, not CSV text", "which no --kind reads"])
+
+
 def fifo(root: pathlib.Path, choose) -> Input:
     os.mkfifo(root / "pipe.csv")
     return Input(str(root / "pipe.csv"), (), lambda kind: ["is not a regular file: a FIFO", "which no --kind reads"])
@@ -189,6 +194,7 @@ SHAPES = (
     flat_images,
     image_file,
     dataset,
+    binary,
     fifo,
     missing,
 )
