@@ -29,6 +29,7 @@ from core import storage
 from core.contract.layout import MANIFEST_NAME
 from core.local_files import dangling, not_regular
 from pipeline.config import Config
+from pipeline.flags import command_name
 from transforms.csv_dialect import DialectError, choose_delimiter
 from transforms.sources import csv_layout, extension_of
 from transforms.tabular import hidden_match, shown
@@ -53,7 +54,7 @@ READS = {
 class Shape:
     """What an input is (`what`, to follow "input X is") and the kinds that read it (none: `advice`
     says what would); `given_as`, the --input those kinds read it as when not the one given (a
-    folder of CSV files: a pattern of them)."""
+    folder of CSV files: a pattern of them), quoted for a shell where the refusal names it."""
 
     what: str
     kinds: tuple[str, ...] = ()
@@ -92,7 +93,7 @@ def mismatch(uri: str, shape: Shape, kind: str, kind_given: bool) -> str | None:
         return f"input {uri} is {shape.what}, which no --kind reads: {shape.advice}"
     which = f"--kind {kind}{'' if kind_given else ', the default,'}"
     kinds = [] if kind in shape.kinds else [f"--kind {k}" for k in shape.kinds]
-    give = " or ".join(kinds) + (f" --input {shape.given_as}" if shape.given_as else "")
+    give = " or ".join(kinds) + (f" --input {shlex.quote(shape.given_as)}" if shape.given_as else "")
     return f"input {uri} is {shape.what}; {which} reads {READS[kind]}: give {give.strip()}"
 
 
@@ -121,7 +122,7 @@ def _folder_shape(folder: str, config: Config) -> Shape:
     if MANIFEST_NAME in files:
         return Shape(
             "a converted dataset (it holds manifest.json)",
-            advice=f"it is this pipeline's output (python -m pipeline inspect {folder} shows it); "
+            advice=f"it is this pipeline's output ({command_name('inspect')} {folder} shows it); "
             "give the data to convert",
         )
     if folders and all(name.lower() in SPLIT_FOLDERS for name in folders) and _holds_folders(folder, folders[0]):
@@ -153,7 +154,7 @@ def _csv_folder_shape(folder: str, csvs: list[str], config: Config) -> Shape:
         return Shape(f"a folder of {_count(csvs, 'CSV file')} ({csvs[0]}: image URIs)", ("image_csv",), given_as=first)
     what = f"a folder of {_count(csvs, 'CSV file')} (such as {csvs[0]})"
     suffix = "*.csv*" if any(name.endswith(".gz") for name in csvs) else "*.csv"
-    return Shape(what, ("csv",), given_as=shlex.quote(os.path.join(folder, suffix)))
+    return Shape(what, ("csv",), given_as=os.path.join(folder, suffix))
 
 
 def _entries(folder: str) -> tuple[list[str], list[str]]:
@@ -197,8 +198,10 @@ def _file_shape(path: str, config: Config) -> Shape:
     head = _head(path)
     if head is None:
         return Shape("a CSV file", ("image_csv", "csv"))
-    if b"\x00" in head:  # text holds no NUL byte
-        return Shape("a binary file, not CSV text", advice="give the folder, CSV file or file pattern to convert")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):  # a UTF-16 byte-order mark: Excel's "Unicode Text"
+        return Shape("UTF-16 text", advice="save it as UTF-8 (Excel: CSV UTF-8), which the CSV kinds read")
+    if b"\x00" in head:  # UTF-8 text holds no NUL byte
+        return Shape("not text (it holds NUL bytes)", advice="give the folder, CSV file or file pattern to convert")
     rows = _rows(head, config.csv.delimiter)
     if rows is None:
         return Shape("a CSV file", ("image_csv", "csv"))

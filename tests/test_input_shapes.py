@@ -170,7 +170,7 @@ def dataset(root: pathlib.Path, choose) -> Input:
 
 def binary(root: pathlib.Path, choose) -> Input:
     (root / "data.csv").write_bytes(b"\x00\x05\x16\x07" + os.urandom(64))
-    return Input(str(root / "data.csv"), (), lambda kind: ["is a binary file, not CSV text", "which no --kind reads"])
+    return Input(str(root / "data.csv"), (), lambda kind: ["is not text (it holds NUL bytes)", "which no --kind reads"])
 
 
 def fifo(root: pathlib.Path, choose) -> Input:

@@ -33,7 +33,7 @@ LEFTOVERS = (
     ".DS_Store",
 )
 # ... and in a refresh ROOT.
-ROOT_LEFTOVERS = ("20250101T000000Z/", "20250102T000000123456Z/", ".lease.9f.tmp", ".gitkeep")
+ROOT_LEFTOVERS = ("20250101T000000Z/", "20250102T000000123456Z/", "LATEST.tmp", ".lease.9f.tmp", ".gitkeep")
 _WORD = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=10).filter(lambda w: w not in ("index", "_"))
 USER_NAMES = st.builds(lambda word, end: word + end, _WORD, st.sampled_from(["", ".txt", ".docx", ".jpg", ".py", "/"]))
 
