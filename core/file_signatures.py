@@ -25,9 +25,13 @@ _SIGNATURES = (
 
 def what_it_is(head: bytes) -> str:
     """What a file whose first bytes are `head` is, when it is not UTF-8 text."""
+    return binary_kind(head) or "text in another encoding than UTF-8 (Latin-1 or Windows-1252? save it as UTF-8)"
+
+
+def binary_kind(head: bytes) -> str | None:
+    """What a file whose first bytes are `head` is, when they say it is no text of one byte a
+    character (UTF-8, Latin-1): a known format, UTF-16, or bytes holding NUL; None for such text."""
     for magic, name in _SIGNATURES:
         if head.startswith(magic):
             return name
-    if b"\x00" in head:
-        return "binary data, not text"
-    return "text in another encoding than UTF-8 (Latin-1 or Windows-1252? save it as UTF-8)"
+    return "binary data, not text" if b"\x00" in head else None

@@ -97,6 +97,12 @@ def pattern_root(pattern: str) -> str:
     return split_pattern(pattern)[0]
 
 
+def has_wildcard(pattern: str) -> bool:
+    """Whether a file pattern holds a wildcard below its folder (split_pattern), so that it may
+    match more than the one file it names."""
+    return bool(_GLOB.search(split_pattern(pattern)[1]))
+
+
 def has_filesystem(uri: str) -> bool:
     """Whether an installed Beam filesystem reads `uri`'s scheme (local paths: always)."""
     scheme = FileSystems.get_scheme(uri)
@@ -396,11 +402,11 @@ def list_matching(pattern: str) -> Iterator[FileMetadata | Unlisted]:
     literal `[`, `*` or `?` is written `[[]`, `[*]`, `[?]`), listed literally below the folder
     before its first wildcard; as `Unlisted` each match that cannot be stat'ed (a dangling link,
     a link loop) and each folder the listing could not enter (unreadable, or a link to a folder)
-    that could hold matches (`_could_hold_match`). The only path read as a pattern."""
+    that could hold matches (`could_match_below`). The only path read as a pattern."""
     if pattern.endswith("/"):
         pattern += "*"
     root, rest = split_pattern(pattern)
-    if not _GLOB.search(rest):  # no wildcard: the file itself
+    if not has_wildcard(pattern):  # no wildcard: the file itself
         path = join(root, rest) if root != "." or pattern.startswith("./") else rest
         entry = stat(path) if is_remote(path) else _listed_file(path)
         if entry is not None:
@@ -409,13 +415,13 @@ def list_matching(pattern: str) -> Iterator[FileMetadata | Unlisted]:
     matches = re.compile(FileSystem.translate_pattern(pattern)).match
     for entry in list_below(root):
         if isinstance(entry, Unlisted) and os.path.isdir(entry.path):  # a folder it could not enter
-            if _could_hold_match(pattern, entry.path):
+            if could_match_below(pattern, entry.path):
                 yield entry._replace(reason=entry.reason + "; it may hold files the pattern matches")
         elif matches(entry.path):
             yield entry
 
 
-def _could_hold_match(pattern: str, folder: str) -> bool:
+def could_match_below(pattern: str, folder: str) -> bool:
     """Whether files below `folder` could match the glob `pattern`, so that a folder the listing
     cannot enter is reported exactly when it could hide input, and never when it could not (no
     false errors). Compared component by component, split at `/`: each of the folder's must match
@@ -438,6 +444,16 @@ def _could_hold_match(pattern: str, folder: str) -> bool:
 def read_bytes(path: str) -> bytes:
     with open_binary(path) as f:
         return f.read()
+
+
+def read_start(path: str, size: int) -> bytes:
+    """The first `size` bytes of a file as stored (all of a shorter one): a local file only when it
+    is regular (core.local_files), a gs:// object in one ranged request (Beam's reader would fetch
+    its first 16 MiB)."""
+    if is_remote(path):
+        return _blob(path).download_as_bytes(start=0, end=size - 1, raw_download=True)
+    with open_regular(path) as f:
+        return f.read(size)
 
 
 def read_text(path: str, errors: str = "strict") -> str | None:

@@ -26,15 +26,27 @@ from transforms.stopping import Stopped
 SUBCOMMANDS = tuple(COMMANDS)
 
 EXIT_INTERRUPTED = 130  # a shell's code for a command stopped by Ctrl-C (128 + SIGINT)
+LEAD_IN_LINES = 5  # of a message whose first line only introduces the lines after it, how many are kept
 _LOG = logging.getLogger("pipeline")
 
 
+def first_line(message: str) -> str:
+    """A message on one line: its first line, and when that only introduces the lines after it
+    (it ends in ":", as Beam's "Pipeline has validations errors:" does before naming each missing
+    option), those too, up to LEAD_IN_LINES of them, joined by "; "."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines or not lines[0].endswith(":") or len(lines) == 1:
+        return message.splitlines()[0] if message else message
+    more = "; ..." if len(lines) > 1 + LEAD_IN_LINES else ""
+    return f"{lines[0]} {'; '.join(lines[1 : 1 + LEAD_IN_LINES])}{more}"
+
+
 class OneLine(logging.Filter):
-    """Keeps the first line of a record and drops its traceback."""
+    """Keeps the first line of a record (first_line) and drops its traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        first = message.splitlines()[0] if message else message
+        first = first_line(message)
         if record.exc_info or first != message:
             record.msg, record.args = f"{first} ({DEBUG_FLAG} for details)", ()
             record.exc_info, record.exc_text, record.stack_info = None, None, None

@@ -27,7 +27,7 @@ from core.contract.features import DEFAULT_IMAGE_KEYS
 from core.contract.layout import ARRAY_RECORD, FILE_FORMATS, TFRECORD
 from core.contract.manifest import KINDS
 from core.local_files import NotYaml, load_yaml
-from pipeline.flags import CONVERT_FLAGS, SECTION_FLAGS
+from pipeline.flags import CONVERT_FLAGS
 from pipeline.lease import LEASE_SECONDS
 from pipeline.sharding import MAX_SHARD_MIB, MAX_SHARDS, ShardConfig
 from transforms.csv_dialect import AUTO
@@ -226,6 +226,8 @@ class Config(pydantic.BaseModel):
     sharding: ShardingConfig = ShardingConfig()
     max_error_fraction: Annotated[Float, Field(ge=0, le=1)] = 0.01
     overwrite: Bool = False
+    # write into an output folder that holds files or folders of the user's too (pipeline.preflight)
+    allow_other_files: Bool = False
     # tfrecord: TFRecord files, read in order (tf.data); array_record: ArrayRecord files, read with
     # random access (Grain, TFDS data_source), their chunks compressed by array_record itself.
     format: Literal[FILE_FORMATS] = TFRECORD
@@ -311,13 +313,9 @@ _SECTIONS = {
     if isinstance(field.annotation, type) and hasattr(field.annotation, "__pydantic_fields__")
 }
 _KNOWN = {(): _keys(Config), **{(name,): _keys(cls) for name, cls in _SECTIONS.items()}}
-# Where each conversion flag lands: `--num_shards` in sharding.num_shards, the others at the top.
-_SECTION_OF_FLAG = {name: section for section, names in SECTION_FLAGS.items() for name in names}
-_FLAG_KEYS = {
-    ((_SECTION_OF_FLAG[f.name], f.name) if f.name in _SECTION_OF_FLAG else (f.name,)): f"--{f.name}"
-    for f in CONVERT_FLAGS
-    if f.name != "config"
-}
+# Where each conversion flag lands (Flag.key): `--num_shards` in sharding.num_shards, `--image_roots` in
+# image_csv.roots, the others at the top.
+_FLAG_KEYS = {f.key: f"--{f.name}" for f in CONVERT_FLAGS if f.name != "config"}
 
 
 def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -341,7 +339,7 @@ def load_config(path: str | None = None, overrides: Mapping[str, Any] | None = N
             # for a writer, a device's read might never end (NotARegularFile, an OSError).
             values = load_yaml(path)
         except OSError as e:
-            raise ConfigError(f"cannot read config {path}: {e}") from e
+            raise ConfigError(f"cannot read config {path}: {e.strerror or e}") from e  # strerror: no repeated path
         except NotYaml as e:
             raise ConfigError(f"config {path} {e}") from e
         if values is None:

@@ -17,15 +17,10 @@ from core.contract.layout import FILE_FORMATS
 from core.contract.manifest import KINDS
 from transforms.folder_layout import LAYOUTS
 
-# The flags that set a key of a section of the config, by section (the others set top-level keys).
-SECTION_FLAGS = {
-    "sharding": ("num_shards", "reader_hosts", "target_shard_mib"),
-    "image": ("layout",),
-    "csv": ("label",),
-}
 INSTALLED_COMMAND = "tfrecord-pipeline"  # setup.py's console script
 DEBUG_FLAG = "--debug"  # accepted anywhere on any command's line, taken out before parsing (pipeline.cli)
 DEBUG_HELP = f"{DEBUG_FLAG}, anywhere on the line: tracebacks and multi-line log records in full."
+ALLOW_OTHER_FILES = "allow_other_files"  # the flag an --output holding the user's files needs (pipeline.preflight)
 # The commands of `python -m pipeline` (pipeline.cli dispatches on the first argument), each with
 # the line that introduces it in every help that lists them.
 COMMANDS = {
@@ -41,6 +36,11 @@ def command_name(subcommand: str = "") -> str:
     return f"{base} {subcommand}".strip()
 
 
+def folder_list(text: str) -> list[str]:
+    """'a,gs://b/c' -> ['a', 'gs://b/c']"""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
 def split_fractions(text: str) -> dict[str, float]:
     """'train=0.8,validation=0.2' -> {'train': 0.8, 'validation': 0.2}"""
     try:
@@ -51,13 +51,20 @@ def split_fractions(text: str) -> dict[str, float]:
 
 @dataclasses.dataclass(frozen=True)
 class Flag:
-    """One `--name` flag. `switch`: a bare flag that sets True (a "true|false" template parameter)."""
+    """One `--name` flag. `switch`: a bare flag that sets True (a "true|false" template parameter).
+    `setting`: the config key it sets, dotted (`sharding.num_shards`), when not its name."""
 
     name: str
     help: str
     type: Callable[[str], Any] | None = None
     choices: tuple[str, ...] = ()
     switch: bool = False
+    setting: str = ""
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """Where in the config the flag's value goes: ('sharding', 'num_shards'), ('overwrite',)."""
+        return tuple((self.setting or self.name).split("."))
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         if self.switch:
@@ -78,22 +85,46 @@ CONVERT_FLAGS = (
         "images: class_folders (SRC/<label>/...), split_folders (SRC/<split>/<label>/...), or auto (the default: "
         "split folders when the folders below SRC are named train, val, test, ...)",
         choices=LAYOUTS,
+        setting="image.layout",
     ),
     Flag("splits", "split fractions, e.g. train=0.8,validation=0.2 (class folders and CSVs)", type=split_fractions),
     Flag(
         "label",
         "csv: the column of each row's class (its values become class ids, named in the manifest) or target; "
         "default: the column named label, if any",
+        setting="csv.label",
     ),
-    Flag("num_shards", "shards per split (overrides the computed count)", type=int),
-    Flag("reader_hosts", "hosts that will read the data (>= shards_per_host shards each)", type=int),
-    Flag("target_shard_mib", "target shard size in MiB (default 128)", type=float),
+    Flag(
+        "num_shards",
+        "shards per split (overrides the computed count; 0: computed)",
+        type=int,
+        setting="sharding.num_shards",
+    ),
+    Flag(
+        "reader_hosts",
+        "hosts that will read the data (>= shards_per_host shards each)",
+        type=int,
+        setting="sharding.reader_hosts",
+    ),
+    Flag("target_shard_mib", "target shard size in MiB (default 128)", type=float, setting="sharding.target_shard_mib"),
     Flag(
         "max_error_fraction",
         "fail the run (exit 1, after writing the report) above this fraction of bad sources (default 0.01)",
         type=float,
     ),
     Flag("overwrite", "replace a dataset already in --output", switch=True),
+    Flag(
+        "image_roots",
+        "image_csv: folders (local or gs://) rows may name images below besides the CSV's own, DIR[,DIR...] "
+        "(image_csv.roots)",
+        type=folder_list,
+        setting="image_csv.roots",
+    ),
+    Flag(
+        ALLOW_OTHER_FILES,
+        "write into an --output folder that holds files or folders of yours besides (they stay as they are)",
+        switch=True,
+    ),
     Flag(
         "format",
         "tfrecord (the default) or array_record (ArrayRecord files: random access with Grain, TFDS data_source)",
@@ -118,6 +149,7 @@ CONVERT_FLAGS = (
 )
 _REFRESH_HELP = {
     "output": "ROOT: the folder (local or gs://) that holds the versions and LATEST",
+    ALLOW_OTHER_FILES: "keep the versions in a ROOT that holds files or folders of yours besides",
     "overwrite": "no effect: a refresh always writes a new version folder",
 }
 REFRESH_FLAGS = (
@@ -138,9 +170,17 @@ def commands_help() -> str:
     return "\n".join([f"commands ({command_name()} COMMAND --help: its flags):", *lines])
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose mistakes end the command in one line (exit 2), naming `--help`: argparse's own
+    prints the usage block first, dozens of lines above the one that says what is wrong."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the flags)\n")
+
+
 def make_parser(prog: str, description: str, flags: Iterable[Flag]) -> argparse.ArgumentParser:
     """A conversion command's parser; `description` is printed as written (line breaks kept)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=prog,
         description=description,
         epilog="Other flags must be Apache Beam options (e.g. --runner DataflowRunner); anything else is "
@@ -157,11 +197,12 @@ def parse_command_line(
 ) -> tuple[argparse.Namespace, list[str]]:
     """Our flags, and the rest for Beam. An argument that neither defines (a typo such as
     `--ouput`, which Beam would only warn about) ends the command with exit 2 and the closest
-    known flags."""
+    known flags; so does a Beam option that does not parse (`--dry_run` without its value), in
+    our parser's one line rather than Beam's usage block of every option it has."""
     from pipeline.runners import beam_flag_names, unknown_beam_args  # Beam: only for commands that run a job
 
     args, rest = parser.parse_known_args(argv)
-    unknown = unknown_beam_args(rest)
+    unknown = unknown_beam_args(rest, lambda message: parser.error(f"Beam's {message}"))
     if unknown:
         name = unknown[0].split("=", 1)[0]
         ours = [f"--{flag.name}" for flag in flags]
@@ -172,11 +213,14 @@ def parse_command_line(
 
 
 def config_overrides(args: argparse.Namespace) -> dict:
-    """The conversion flags that were given, shaped like the YAML config."""
-    given = {f.name: getattr(args, f.name) for f in CONVERT_FLAGS if f.name != "config"}
-    flat = {name: value for name, value in given.items() if value is not None}
-    for section, keys in SECTION_FLAGS.items():
-        values = {key: flat.pop(key) for key in keys if key in flat}
-        if values:
-            flat[section] = values
-    return flat
+    """The conversion flags that were given, shaped like the YAML config (Flag.key)."""
+    overrides: dict = {}
+    for flag in CONVERT_FLAGS:
+        value = getattr(args, flag.name)
+        if flag.name != "config" and value is not None:
+            *sections, name = flag.key
+            place = overrides
+            for section in sections:
+                place = place.setdefault(section, {})
+            place[name] = value
+    return overrides

@@ -87,6 +87,20 @@ def leftovers(output: str, committed: Manifest | None) -> list[str]:
     return sorted(found)
 
 
+def not_from_runs(output: str) -> list[str]:
+    """The names at `output`'s top level that no run writes, hidden ones aside (every run folder
+    and the lease are hidden; so are `.gitkeep` and `.DS_Store`): the user's own files and
+    folders, never touched, which a dataset written in among them would mix with."""
+    return [
+        name
+        for name in storage.children(output)
+        if not name.startswith(".")
+        and name != INDEX_FOLDER
+        and not name.startswith(RUN_FOLDER_PREFIXES)
+        and not _written_by_runs(name)
+    ]
+
+
 def _index_files(output: str) -> list[str]:
     """The shards' index files in OUTPUT's index folder (none below a link in its place)."""
     if not is_remote(output) and not local_writes.real_folder(join(output, INDEX_FOLDER), make=False):

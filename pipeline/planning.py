@@ -46,8 +46,9 @@ from transforms.folder_layout import (
     LayoutError,
     detect_layout,
 )
-from transforms.outcomes import DeadLetter, Source
+from transforms.outcomes import DeadLetter, Skipped, Source
 from transforms.sources import ClassFolders, CsvRow, ImageCsvLayoutError, Roots, image_csv_rows, printable_path
+from transforms.splits import misspelt
 from transforms.tabular import MAX_COLUMNS, hidden_match, image_path_columns, read_header, shown
 
 _LOG = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedIn
     layout = folder_layout(config, root)
     classify = ClassFolders(root, config.image.extensions, config.split_fractions, layout).listed
     split_bytes = {name: 0 for name in layout.splits or config.splits}
-    labels, sources, digest = set(), 0, ListingDigest()
+    labels, sources, digest, skipped = set(), 0, ListingDigest(), collections.Counter()
     kept: list | None = [] if hand_over else None
     listing = progress.Phase("listing", "files")
     for entry in progress.counted(storage.list_below(root, config.listing_threads), listing):
@@ -173,12 +174,16 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedIn
             sources += 1
             labels.add(outcome.label)
             split_bytes[outcome.split] += entry.size_in_bytes
+        elif isinstance(outcome, Skipped):
+            skipped[outcome.extension] += 1
     listing.finish()
     if not sources:
+        found = ", ".join(f"{extension} {n:,}" for extension, n in skipped.most_common(5))
         raise PlanError(
             f"no images in class folders below {root} ({digest.files} file(s) listed"
+            + (f", by extension: {found}" if found else "")
             + (f", {digest.unlisted} folder(s) or link(s) that cannot be listed" if digest.unlisted else "")
-            + f"; image extensions: {' '.join(config.image.extensions)})"
+            + f"; the image extensions read, image.extensions in a --config file: {' '.join(config.image.extensions)})"
         )
     # Every listed file, and everything that could not be listed, is a source the job must
     # account for (record, skip or dead letter).
@@ -396,6 +401,13 @@ def make_plan(config: Config, hand_over: bool = False, local_files: bool = True)
     shards = {name: shard_count(size, config.sharding) for name, size in planned.split_bytes.items()}
     listing = planned.listing
     _LOG.info("planned %s: %d file(s), %.1f MB; shards %s", source, listing.files, listing.bytes / 1e6, shards)
+    for name, meant in misspelt(list(config.splits)).items():
+        _LOG.warning(
+            "split %r (--splits) is not %r: a typo? readers and the trainer look for %s-* by default",
+            name,
+            meant,
+            meant,
+        )
     return Plan(
         config.kind,
         source,

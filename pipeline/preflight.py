@@ -1,6 +1,7 @@
-"""Refusals before any work: an input that is not there or not what its kind needs, a bucket that
-does not exist, an output inside the input (the run would read its own files), an output that
-cannot be written. Each is one line naming the path and the reason (the command exits 2).
+"""Refusals before any work: an input that is not there or not what its kind reads (what it is,
+and what reads it: pipeline.input_shape), a bucket that does not exist, an output inside the
+input (the run would read its own files), an output that is a file or cannot be written. Each is
+one line naming the path and the reason (the command exits 2).
 """
 
 from __future__ import annotations
@@ -8,48 +9,99 @@ from __future__ import annotations
 import os
 
 from core import storage
-from core.local_files import dangling, not_regular
+from core.contract.layout import MANIFEST_NAME, join
+from pipeline.config import Config
+from pipeline.flags import ALLOW_OTHER_FILES
+from pipeline.folder_store import not_from_runs
+from pipeline.input_shape import input_shape, mismatch
 from pipeline.lease import Holder, Lease
+from pipeline.version_store import not_from_refreshes
+from transforms.tabular import shown
+
+# What gives this process Google Cloud credentials, where it found none.
+_CREDENTIALS_FIX = (
+    " (give this machine credentials: gcloud auth application-default login, or GOOGLE_APPLICATION_CREDENTIALS "
+    "naming a service account's key file)"
+)
+FIRST_NAMES = 5  # of the files in an --output that no run wrote, the names a refusal shows
 
 
 class PreflightError(ValueError):
     pass
 
 
-def check_input(kind: str, uri: str) -> None:
-    """The input exists and is what `kind` reads: a folder of class folders, a CSV file (a regular
-    one), or a file pattern whose folder exists."""
+def check_input(config: Config, uri: str) -> None:
+    """The input exists and is what `config.kind` reads as given (pipeline.input_shape decides what
+    it is); its bucket exists."""
     if storage.is_remote(uri):
-        _check_bucket(uri)
-        return
-    path = storage.pattern_root(uri) if kind == "csv" else uri
-    reason = dangling(path)
-    if reason:
-        raise PreflightError(f"input {path} is {reason}")
-    if not os.path.exists(path):
-        raise PreflightError(f"input {path} does not exist")
-    if kind == "images" and not os.path.isdir(path):
-        raise PreflightError(f"input {path} is a file, expected a folder of class folders (--kind images)")
-    if kind == "image_csv" and os.path.isdir(path):
-        raise PreflightError(f"input {path} is a folder, expected a CSV file of image URIs (--kind image_csv)")
-    if kind == "image_csv":  # reading a FIFO would wait for a writer, a link to /dev/zero never end
-        reason = not_regular(path, os.stat(path).st_mode)
-        if reason:
-            raise PreflightError(f"input {path} is {reason}; expected a CSV file of image URIs (--kind image_csv)")
+        _check_bucket(uri, "input")
+    refusal = mismatch(uri, input_shape(uri, config), config.kind, "kind" in config.model_fields_set)
+    if refusal:
+        raise PreflightError(refusal)
 
 
 def check_output(kind: str, input_uri: str, output_uri: str) -> None:
-    """The output is not the input folder or inside it, and its bucket exists."""
+    """The output is a folder (or none yet), not below a file, and its bucket exists; the input
+    cannot hold it: not the input folder or inside it, and for --kind csv no folder whose files
+    the pattern could match."""
     if storage.is_remote(output_uri):
-        _check_bucket(output_uri)
+        _check_bucket(output_uri, "output")
+    else:
+        _check_local_output(output_uri)
     if kind == "image_csv":
         return  # the images a CSV names may live anywhere; the CSV itself is not rewritten
     root = (storage.pattern_root(input_uri) if kind == "csv" else input_uri).rstrip("/")
     output = output_uri.rstrip("/")
-    if output == root or output.startswith(root + "/"):
+    if kind == "csv":
+        inside = storage.has_wildcard(input_uri) and storage.could_match_below(input_uri, output)
+    else:
+        inside = output == root or output.startswith(root + "/")
+    if inside:
         raise PreflightError(
-            f"output {output_uri} is inside the input {root}: the run would read its own output; "
+            f"output {output_uri} is inside the input {input_uri}: the run would read its own output; "
             "choose another --output"
+        )
+
+
+def _check_local_output(output: str) -> None:
+    """A dataset is a folder of files: an --output that is a file, or lies below one, cannot hold it."""
+    if os.path.lexists(output) and not os.path.isdir(output):
+        raise PreflightError(f"output {output} is a file, not a folder: choose a folder for --output")
+    above = os.path.dirname(output.rstrip("/"))
+    while above and not os.path.lexists(above):
+        above = os.path.dirname(above)
+    if above and not os.path.isdir(above):
+        raise PreflightError(
+            f"output {output} is below {above}, which is a file, not a folder: choose another --output"
+        )
+
+
+def check_other_files(output: str, allowed: bool) -> None:
+    """A `convert` output without a dataset that holds files or folders of the user's
+    (folder_store.not_from_runs) is refused unless `allowed` (--allow_other_files): a dataset
+    written in among them would mix with them (a reader's `*`, a later `rm -r` of the dataset), and
+    an --output mistyped for another folder goes unnoticed. A committed dataset's folder is
+    pipeline.output's to refuse (--overwrite), whatever else it holds."""
+    if not allowed and not storage.exists(join(output, MANIFEST_NAME)):
+        _refuse_others(
+            output, not_from_runs(output), "no conversion wrote", "a dataset written in among them would mix with them"
+        )
+
+
+def check_other_refresh_files(root: str, allowed: bool) -> None:
+    """A refresh ROOT holding anything but its versions and LATEST (version_store.not_from_refreshes)
+    is refused unless `allowed`, as a `convert` output is (check_other_files)."""
+    if not allowed:
+        _refuse_others(root, not_from_refreshes(root), "besides versions and LATEST", "a refresh root holds those only")
+
+
+def _refuse_others(output: str, others: list[str], which: str, why: str) -> None:
+    """Refuses `output` for the names in `others`, FIRST_NAMES of them shown (escaped: shown)."""
+    if others:
+        names = ("such as " if len(others) > FIRST_NAMES else "") + shown(others[:FIRST_NAMES])
+        raise PreflightError(
+            f"output {output} holds {len(others):,} file(s) or folder(s) {which}, {names}: {why}; choose a new or "
+            f"empty folder for --output, or pass --{ALLOW_OTHER_FILES} to write beside them (they stay as they are)"
         )
 
 
@@ -65,12 +117,23 @@ def take_lease(lease: Lease) -> Holder | None:
         raise
 
 
-def _check_bucket(uri: str) -> None:
+def _check_bucket(uri: str, role: str) -> None:
+    """The --input or --output (`role`) `uri`, a URI, is a gs:// one whose bucket exists and can be
+    reached; any other scheme (s3://, https://) is no storage this pipeline reads or writes."""
+    scheme = uri.split("://", 1)[0]
+    if scheme != "gs":
+        instead = "copy the data to local disk or gs://" if role == "input" else "choose a local folder or gs:// prefix"
+        raise PreflightError(
+            f"{role} {uri}: {scheme}:// is not read or written here, only local paths and gs://: {instead}"
+        )
     bucket = uri[len("gs://") :].split("/", 1)[0]
     try:
         exists = storage.bucket_exists(bucket)
     except Exception as e:  # google.auth / google.api_core: no credentials, no network
-        raise PreflightError(f"cannot reach GCS to look at gs://{bucket}: {type(e).__name__}: {_first_line(e)}") from e
+        fix = _CREDENTIALS_FIX if type(e).__name__ == "DefaultCredentialsError" else ""
+        raise PreflightError(
+            f"cannot reach GCS to look at gs://{bucket}: {type(e).__name__}: {_first_line(e)}{fix}"
+        ) from e
     if not exists:
         raise PreflightError(f"bucket gs://{bucket} does not exist (or this account cannot see it): {uri}")
 

@@ -43,7 +43,7 @@ from pipeline.shard_check import ShardCount
 from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
 from transforms import stopping
 from transforms.counting import counter
-from transforms.outcomes import OutcomeSummary
+from transforms.outcomes import WHOLE_FILE_STAGES, OutcomeSummary
 from transforms.tabular import ColumnType, schema_warnings
 
 _LOG = logging.getLogger(__name__)
@@ -224,16 +224,31 @@ def problems(plan: Plan, manifest: Manifest, counted: list[ShardCount], written:
 
 
 def over_budget(manifest: Manifest) -> str:
-    """Why a run over its error budget is rejected, with the budget that would have let its errors
-    pass, unless no record was written (then no budget helps). Where the errors are is the
+    """Why a run over its error budget is rejected. Errors of a cause a whole file shares (a CSV's
+    header: WHOLE_FILE_STAGES) are named with their fix; a larger budget would only drop those
+    files' rows. The budget that would let the others pass, those that failed one by one, is
+    suggested only when they alone exceed the budget (then it is what the run needs once the files
+    are fixed), and never when no record was written (no budget helps). Where the errors are is the
     rejection report's to say (pipeline.report)."""
     c = manifest.counts
     reason = (
         f"{c.errors} of {c.listed - c.skipped} sources failed ({100 * manifest.error_fraction:.2f}%), over the "
         f"error budget of {100 * manifest.max_error_fraction:.2f}% (--max_error_fraction {manifest.max_error_fraction})"
     )
-    if c.written:
-        reason += f"; --max_error_fraction {passing_budget(manifest.error_fraction)} would have let them pass"
+    whole = sum(n for stage, n in manifest.errors_by_stage.items() if stage in WHOLE_FILE_STAGES)
+    if whole:
+        reason += (
+            f": {whole} of them for their CSV file's header, which differs from the dataset's or cannot be read (the "
+            "errors name each file, and how): give those files the dataset's header, or leave them out of --input; "
+            "a larger --max_error_fraction would only drop their rows"
+        )
+    one_by_one = (c.errors - whole) / (c.listed - c.skipped)
+    if c.written and one_by_one > manifest.max_error_fraction:
+        if whole:
+            reason += f"; the other {c.errors - whole} failed one by one: once the headers match, "
+            reason += f"--max_error_fraction {passing_budget(one_by_one)} would let them pass"
+        else:
+            reason += f"; --max_error_fraction {passing_budget(one_by_one)} would have let them pass"
     return reason
 
 

@@ -10,6 +10,7 @@ deleted)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 from core import storage
@@ -17,8 +18,10 @@ from core.contract.layout import ARRAY_RECORD, REJECTED_MANIFEST_NAME, join
 from core.contract.manifest import Counts, Manifest
 from pipeline.flags import command_name
 from transforms.folder_layout import SPLIT_FOLDERS, FolderLayout
+from transforms.outcomes import WHOLE_FILE_STAGES
 
 FIRST_ERRORS_SHOWN = 5
+SCANNED_LINES = 200_000  # of an error report, read at most for its first errors (a file's header rows are one)
 _COMPRESSION_NAMES = {"GZIP": "GZIP", "NONE": "uncompressed"}
 
 
@@ -174,24 +177,46 @@ def _inspect_line(dest: str) -> str:
     return f"  counts, errors and more: {command_name('inspect')} {dest}"
 
 
-def first_errors(dest: str, manifest: Manifest, limit: int = FIRST_ERRORS_SHOWN) -> list[dict]:
-    """The first `limit` dead letters of the error reports, read no further: a report may hold
-    millions, on gs://. A report that cannot be read is one letter saying so: a summary never
-    fails a command."""
-    letters = []
+def first_errors(dest: str, manifest: Manifest, limit: int = FIRST_ERRORS_SHOWN) -> tuple[list[dict], int]:
+    """The first `limit` errors of the error reports, and how many dead letters they stand for: the
+    dead letters of a cause a whole file shares (a CSV's header: WHOLE_FILE_STAGES; each says so)
+    are one error naming the file, not a line per row. Read no further than that, and than
+    SCANNED_LINES lines: a report may hold millions, on gs://. A report that cannot be read is one
+    letter saying so: a summary never fails a command."""
+    letters, files, covered = [], set(), 0
     for name in manifest.error_files:
         if len(letters) >= limit:
             break
         try:
             with storage.open_text(join(dest, name), errors="replace") as lines:
-                for line in lines:
-                    if line.strip():
-                        letters.append(_letter(name, line))
+                for line in itertools.islice(lines, SCANNED_LINES):
+                    if not line.strip():
+                        continue
+                    letter = _letter(name, line)
+                    whole_file = _whole_file(letter)
+                    covered += 1
+                    if whole_file in files:
+                        continue
+                    if whole_file:
+                        files.add(whole_file)
+                        letter = {**letter, "source": whole_file[0]}
                     if len(letters) == limit:
+                        covered -= 1
                         break
+                    letters.append(letter)
         except Exception as e:  # missing, or a storage error: say so instead of failing
             letters.append({"source": name, "stage": "?", "reason": f"cannot read the report: {e}"})
-    return letters
+    return letters, covered
+
+
+def _whole_file(letter: dict) -> tuple[str, str] | None:
+    """(file, reason) of a dead letter whose cause its whole file shares (WHOLE_FILE_STAGES), whose
+    source is the file or `file:line`; None for any other."""
+    if letter.get("stage") not in WHOLE_FILE_STAGES:
+        return None
+    source = str(letter.get("source", ""))
+    file, _, line = source.rpartition(":")
+    return (file if file and line.isdigit() else source), str(letter.get("reason", ""))
 
 
 def _letter(report: str, line: str) -> dict:
@@ -206,8 +231,8 @@ def errors_text(dest: str, manifest: Manifest) -> str:
     run without errors."""
     if not manifest.counts.errors:
         return ""
-    letters = first_errors(dest, manifest)
-    lines = [f"  first errors ({len(letters)} of {manifest.counts.errors}):"]
+    letters, covered = first_errors(dest, manifest)
+    lines = [f"  first errors ({covered} of {manifest.counts.errors}):"]
     for d in letters:
         lines.append(f"    [{d.get('stage', '?')}] {d.get('source', '?')}: {d.get('reason', '')}")
     lines.append(f"  all errors: {', '.join(join(dest, name) for name in manifest.error_files)}")

@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import difflib
 import functools
 import ipaddress
 import json
@@ -57,7 +58,8 @@ import signal
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import NoReturn
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import (
@@ -208,12 +210,30 @@ def check_bundle_repeat(runner: str, options: PipelineOptions) -> None:
         )
 
 
+def check_runner_name(runner: str | None) -> None:
+    """Raises UnsafeOptionError when --runner names no runner Beam knows (a typo: DataflowRuner),
+    with the closest names: Beam says so only once the input is planned and the job built, as a
+    failure of the run (exit 3). A dotted name is a runner class of the user's: Beam imports it."""
+    if not runner or "." in runner:
+        return
+    known = StandardOptions.KNOWN_RUNNER_NAMES
+    if runner.lower() in {name.lower() for name in known} | {name.lower().removesuffix("runner") for name in known}:
+        return
+    close = difflib.get_close_matches(runner, known, n=2, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    raise UnsafeOptionError(
+        f"--runner {runner} is no runner Beam knows: {hint}(known: {', '.join(known)}, or the full name of a "
+        "PipelineRunner class)"
+    )
+
+
 def refuse_unsafe_options(beam_args: list[str]) -> None:
-    """UnsafeOptionError when the Beam flags would make the job lose records (check_experiments)
-    or ask the runner for what it does not do (check_bundle_repeat); commands call it before they
-    touch any data."""
+    """UnsafeOptionError when the Beam flags would make the job lose records (check_experiments),
+    name no runner (check_runner_name) or ask the runner for what it does not do
+    (check_bundle_repeat); commands call it before they touch any data."""
     options = PipelineOptions(beam_args)
     check_experiments(options.view_as(DebugOptions).experiments or [])
+    check_runner_name(options.view_as(StandardOptions).runner)
     check_bundle_repeat(runner_of(beam_args), options)
 
 
@@ -237,9 +257,13 @@ def beam_parser() -> argparse.ArgumentParser:
     return captured[0]
 
 
-def unknown_beam_args(beam_args: list[str]) -> list[str]:
-    """The arguments no Beam option defines (Beam itself only warns about them and goes on)."""
-    _, unknown = beam_parser().parse_known_args(beam_args)
+def unknown_beam_args(beam_args: list[str], error: Callable[[str], NoReturn]) -> list[str]:
+    """The arguments no Beam option defines (Beam itself only warns about them and goes on). A
+    Beam option that does not parse goes to `error` (the command's parser's), not to Beam's
+    parser, which would print its usage block first."""
+    parser = beam_parser()
+    parser.error = error
+    _, unknown = parser.parse_known_args(beam_args)
     return unknown
 
 

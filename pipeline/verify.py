@@ -26,10 +26,12 @@ from core.tfrecord_framing import FRAMING_BYTES
 from pipeline.shard_check import index_text
 from pipeline.shard_records import read_shard
 from pipeline.tfrecord_reader import RecordError
+from transforms.tabular import shown
 
 _LOG = logging.getLogger(__name__)
 
 PARSE_BATCH = 128
+FIRST_UNLISTED = 5  # of the files a split's pattern matches that the manifest does not list, the names shown
 
 
 def import_tensorflow():
@@ -232,16 +234,40 @@ def _total_of(shard: str, manifest: Manifest) -> int | None:
     return parsed.total if parsed else None
 
 
-def _check_stray_shards(dest: str, manifest: Manifest, result: Verification) -> None:
-    listed = {s for split in manifest.splits.values() for s in split.shards}
+def unlisted_matches(dest: str, manifest: Manifest) -> dict[str, list[str]]:
+    """Per split, the names beside the dataset in `dest` that a reader's pattern for the split's
+    shards, `<split>-*` (docs/reading.md: the TPU reference readers, Model Garden, TFX), matches
+    but the manifest does not list: such a reader takes them for records of the split. {} when
+    `dest` cannot be listed (that is not a problem of the data)."""
+    listed = {shard for split in manifest.splits.values() for shard in split.shards}
     try:
-        names = [storage.basename(m.path) for m in storage.list_folder(dest)]
-    except Exception:  # a listing failure is not a data problem
-        return
-    for name in sorted(names):
-        split = next((s for s in manifest.splits if manifest.record_files.is_shard_of(name, s)), None)
-        if split is not None and name not in listed:
-            result.problem(f"{name}: a shard file of split {split} that the manifest does not list")
+        names = storage.children(dest)
+    except Exception:
+        return {}
+    found = {split: [n for n in names if n.startswith(f"{split}-") and n not in listed] for split in manifest.splits}
+    return {split: extra for split, extra in found.items() if extra}
+
+
+def unlisted_warnings(dest: str, manifest: Manifest) -> list[str]:
+    """What `inspect` says of unlisted_matches: per split, which files a globbing reader would read."""
+    warnings = []
+    for split, names in unlisted_matches(dest, manifest).items():
+        shown_names = ("such as " if len(names) > FIRST_UNLISTED else "") + shown(names[:FIRST_UNLISTED])
+        warnings.append(
+            f"{join(dest, split)}-* also matches {len(names):,} file(s) the manifest does not list, {shown_names}: a "
+            f"reader that globs it reads them as records of split {split} (and fails on any that is not one); "
+            "remove them, or read the shards the manifest lists"
+        )
+    return warnings
+
+
+def _check_stray_shards(dest: str, manifest: Manifest, result: Verification) -> None:
+    """A file named as a shard of a split that the manifest does not list is a problem: it looks
+    like the dataset's (unlisted_warnings names every file a reader's pattern takes)."""
+    for split, names in unlisted_matches(dest, manifest).items():
+        for name in names:
+            if manifest.record_files.is_shard_of(name, split):
+                result.problem(f"{name}: a shard file of split {split} that the manifest does not list")
 
 
 def _check_error_files(dest: str, manifest: Manifest, result: Verification) -> None:

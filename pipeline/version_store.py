@@ -19,10 +19,10 @@ import datetime
 import logging
 
 from core import storage
-from core.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join
+from core.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join, temporary_of
 from core.contract.manifest import Manifest, ManifestError, read_rejected_manifest
 from core.contract.versions import LATEST_NAME, is_version, read_pointer, version_time
-from pipeline.lease import Fence
+from pipeline.lease import LEASE_NAME, Fence
 from pipeline.publish import reader_metadata, report_rejection, write_rejection
 from transforms.counting import counter
 
@@ -30,6 +30,7 @@ _LOG = logging.getLogger(__name__)
 # Retention leaves a version folder without any manifest alone while it is this young: it may
 # belong to a refresh that is still running.
 INCOMPLETE_GRACE = datetime.timedelta(days=2)
+_OWN_FILES = (LATEST_NAME, LEASE_NAME)  # ROOT's files, besides the version folders
 
 
 def latest_version(root: str) -> str | None:
@@ -49,6 +50,17 @@ def version_states(root: str) -> dict[str, str]:
         v: "complete" if MANIFEST_NAME in files else "rejected" if REJECTED_MANIFEST_NAME in files else "incomplete"
         for v, files in names.items()
     }
+
+
+def not_from_refreshes(root: str) -> list[str]:
+    """The names at ROOT's top level that are not a version folder, LATEST, or a temporary file of
+    LATEST or the lease (an older release's `LATEST.tmp`), hidden ones aside (`.lease`, `.gitkeep`):
+    what a refresh root holds besides its own."""
+    return [
+        name
+        for name in storage.children(root)
+        if not name.startswith(".") and not is_version(name) and (temporary_of(name) or name) not in _OWN_FILES
+    ]
 
 
 class NotPublished(RuntimeError):

@@ -270,9 +270,15 @@ def sparse(path, size: int) -> None:
         f.truncate(size)
 
 
-def test_a_first_line_of_a_gigabyte_is_refused_having_read_only_the_most_a_header_holds(tmp_path, caplog):
+@pytest.mark.parametrize("text", [False, True])
+def test_a_first_line_of_a_gigabyte_is_refused_having_read_only_the_most_a_header_holds(tmp_path, caplog, text):
+    """Of zero bytes (sparse, 1 GiB: not text, which what an input is says first), or of text past
+    the most a header holds."""
     (tmp_path / "in").mkdir()
-    sparse(tmp_path / "in" / "t.csv", 1 << 30)
+    if text:
+        (tmp_path / "in" / "t.csv").write_text("a" * (HEADER_LIMIT + 1))
+    else:
+        sparse(tmp_path / "in" / "t.csv", 1 << 30)
     start = time.monotonic()
     tracemalloc.start()
     try:
@@ -284,6 +290,9 @@ def test_a_first_line_of_a_gigabyte_is_refused_having_read_only_the_most_a_heade
     assert error_line(caplog) == (
         f"{tmp_path / 'in' / 't.csv'}: cannot read its header, which names the dataset's columns: its first line is "
         f"longer than {HEADER_LIMIT:,} characters, the most a header may hold"
+        if text
+        else f"input {tmp_path / 'in' / '*.csv'} is a file pattern whose first match, {tmp_path / 'in' / 't.csv'}, "
+        "is not text (it holds NUL bytes), which no --kind reads: give the folder, CSV file or file pattern to convert"
     )
 
 

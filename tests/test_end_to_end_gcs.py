@@ -71,6 +71,17 @@ def test_split_folders_on_gcs(gcs_emulator, gcs_bucket, tmp_path):
             assert record["image/encoded"] == (local / key).read_bytes()
 
 
+def test_a_table_of_image_paths_on_gcs_names_the_kind_that_converts_the_images(gcs_emulator, gcs_bucket, tmp_path):
+    """A gs:// pattern is not looked into before the run (pipeline.input_shape): planning, which
+    reads its first file anyway, names the column of image paths."""
+    gcs_emulator.upload_bytes(f"gs://{gcs_bucket}/t/list.csv", b"id,caption,path\n1,a cat,imgs/1.jpg\n2,a dog,x.png\n")
+    out = f"gs://{gcs_bucket}/out"
+    assert main(["--kind", "csv", "--input", f"gs://{gcs_bucket}/t/*.csv", "--output", out]) == 0
+    manifest = load_manifest(download_dataset(gcs_emulator, out, tmp_path / "dl"))
+    [warning] = [w for w in manifest.warnings if "paths of image files" in w]
+    assert "column(s) ['path']" in warning and "--kind image_csv" in warning
+
+
 @pytest.mark.parametrize("processes", [0, 2])
 def test_class_folders_on_gcs(gcs_emulator, gcs_bucket, tmp_path, processes):
     """Converted on the threads (as below 3 cores) and in converting processes, which read gs://

@@ -10,6 +10,8 @@ import shutil
 
 from pipeline.cli import main
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
+from tests.one_line import the_one_line
+from tests.subprocess_limits import run_pipeline
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample"
 
@@ -116,11 +118,14 @@ def test_gcs_rows_name_any_object_unless_roots_name_gcs_prefixes(gcs_emulator, g
     rows += [f"TRAIN,{notes},circle", "TRAIN,../private/notes.jpg,circle"]
     gcs_emulator.upload_bytes(f"{bucket}/csvs/labels.csv", ("\n".join(rows) + "\n").encode())
     args = ["--kind", "image_csv", "--input", f"{bucket}/csvs/labels.csv", "--max_error_fraction", "0.5"]
-    climbs = (
-        f"{bucket}/csvs/labels.csv:6",
-        "parse",
-        "../private/notes.jpg climbs out of the CSV's folder (..), and no folder of image_csv.roots holds it",
-    )
+
+    def climbs(roots: str) -> tuple[str, str, str]:
+        return (
+            f"{bucket}/csvs/labels.csv:6",
+            "parse",
+            "../private/notes.jpg climbs out of the CSV's folder (..), and no folder of image_csv.roots holds it; "
+            f"to read it, add {bucket}/private: --image_roots {roots}{bucket}/private (image_csv.roots)",
+        )
 
     def dead_letters(out: str) -> list[tuple[str, str, str]]:
         local = tmp_path / out
@@ -129,12 +134,15 @@ def test_gcs_rows_name_any_object_unless_roots_name_gcs_prefixes(gcs_emulator, g
         return sorted((d["source"], d["stage"], d["reason"]) for d in read_dead_letters(local))
 
     assert main([*args, "--output", f"{bucket}/open"]) == 0
-    assert dead_letters("open") == [climbs, (notes, "identify", "not an image: 32 bytes of text")]
+    assert dead_letters("open") == [climbs(""), (notes, "identify", "not an image: 32 bytes of text")]
     config = tmp_path / "roots.yaml"
     config.write_text(f"image_csv: {{roots: ['{bucket}/data']}}\n")
     assert main([*args, "--output", f"{bucket}/confined", "--config", str(config)]) == 0
-    outside = f"{notes} is neither below the CSV's folder nor below a folder of image_csv.roots"
-    assert dead_letters("confined") == [(f"{bucket}/csvs/labels.csv:5", "parse", outside), climbs]
+    outside = (
+        f"{notes} is neither below the CSV's folder nor below a folder of image_csv.roots; to read it, add "
+        f"{bucket}/private: --image_roots {bucket}/data,{bucket}/private (image_csv.roots)"
+    )
+    assert dead_letters("confined") == [(f"{bucket}/csvs/labels.csv:5", "parse", outside), climbs(f"{bucket}/data,")]
 
 
 def test_roots_that_are_neither_local_folders_nor_gcs_prefixes_are_refused(tmp_path, caplog):
@@ -154,13 +162,17 @@ def test_a_csv_whose_every_row_is_outside_its_folder_is_refused_saying_why(tmp_p
     (tmp_path / "csvs").mkdir()
     (tmp_path / "csvs" / "labels.csv").write_text("".join(f"{tmp_path / 'elsewhere' / n},circle\n" for n in images))
     args = ["--kind", "image_csv", "--input", str(tmp_path / "csvs" / "labels.csv"), "--output", str(tmp_path / "ds")]
-    assert main(args) == 2
-    assert (
+    result = run_pipeline(args)
+    assert result.returncode == 2
+    folder = (tmp_path / "elsewhere" / images[0]).parent
+    assert the_one_line(result.stderr).endswith(
         f"no image rows in {tmp_path / 'csvs' / 'labels.csv'}: its 4 row(s) are dead letters, such as "
         f"{tmp_path / 'csvs' / 'labels.csv'}:1: {tmp_path / 'elsewhere' / images[0]} is neither below the CSV's "
-        "folder nor below a folder of image_csv.roots"
-    ) in caplog.text
+        f"folder nor below a folder of image_csv.roots; to read it, add {folder}: --image_roots {folder} "
+        "(image_csv.roots)"
+    )
+    assert main([*args, "--image_roots", str(tmp_path / "elsewhere")]) == 0  # the folder of every image's folder
+    assert load_manifest(tmp_path / "ds").counts.written == 4
     config = tmp_path / "roots.yaml"
     config.write_text(f"image_csv: {{roots: ['{tmp_path / 'elsewhere'}']}}\n")
-    assert main([*args, "--config", str(config)]) == 0
-    assert load_manifest(tmp_path / "ds").counts.written == 4
+    assert main([*args, "--config", str(config), "--overwrite"]) == 0

@@ -25,6 +25,7 @@ from pipeline import contact_sheet
 from pipeline.cli import main as pipeline_main
 from pipeline.commands import inspect
 from pipeline.tfrecord_reader import read_records
+from tests.subprocess_limits import run_pipeline
 from tests.trainer.conftest import SAMPLE, converted
 
 
@@ -171,6 +172,28 @@ def test_verify_reports_a_missing_shard_and_a_stray_one(images, tmp_path, capsys
     assert code == 1
     assert f"{shards[0]}: listed in the manifest but missing" in out
     assert "train-00009-of-00010.tfrecord.gz: a shard file of split train that the manifest does not list" in out
+
+
+@pytest.mark.parametrize("verify", [[], ["--verify"]])
+def test_files_a_readers_split_pattern_picks_up_are_named_as_a_warning(images, tmp_path, verify):
+    """`train-*`, as the TPU reference readers and Model Garden glob a split, takes any file so named
+    for a shard: inspect says which and what such a reader would read; --verify still passes."""
+    data = copy(images, tmp_path)
+    (data / "train-notes.txt").write_text("not a record")
+    (data / "validation-old.tfrecord.gz").write_bytes((data / "manifest.json").read_bytes())
+    (data / "test-1.csv").write_text("a split the dataset does not have")
+    result = run_pipeline(["inspect", data, *verify])
+    assert result.returncode == 0, result.stdout + result.stderr
+    warnings = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("warning: ")]
+    assert warnings == [
+        f"warning: {data}/train-* also matches 1 file(s) the manifest does not list, ['train-notes.txt']: a reader "
+        "that globs it reads them as records of split train (and fails on any that is not one); remove them, or "
+        "read the shards the manifest lists",
+        f"warning: {data}/validation-* also matches 1 file(s) the manifest does not list, "
+        "['validation-old.tfrecord.gz']: a reader that globs it reads them as records of split validation (and "
+        "fails on any that is not one); remove them, or read the shards the manifest lists",
+    ]
+    assert ("verify OK" in result.stdout) == bool(verify)
 
 
 def png(mode: str, size: tuple[int, int] = (8, 6)) -> bytes:

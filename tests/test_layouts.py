@@ -139,6 +139,10 @@ def test_every_tree_of_split_and_class_folders_is_planned_as_its_names_say(tmp_p
         with pytest.raises(PlanError, match="all name split"):
             make_plan(config)
         return
+    if len(top) == 1 and not splits and len(set(*top.values())) > 1:  # the dataset one level down
+        with pytest.raises(PlanError, match="which would all be one class"):
+            make_plan(config)
+        return
     plan = make_plan(config)
     if splits:
         assert plan.label_map == tuple(sorted({label for labels in top.values() for label in labels}))
@@ -362,9 +366,10 @@ def test_a_dataset_of_one_class_says_so(tmp_path):
     assert "the dataset has one class, 'cat': a classifier needs two or more" in result.stdout
 
 
-def test_an_image_csv_converted_as_a_table_names_the_kind_that_converts_its_images(tmp_path):
+@pytest.mark.parametrize("header", ["image_uri,label", "id,caption,path"])
+def test_an_image_csv_given_as_a_table_is_refused_naming_the_kind_that_converts_its_images(tmp_path, header):
     tree(tmp_path / "in", {"imgs/1.jpg": jpeg(), "imgs/2.png": jpeg()})
-    (tmp_path / "in" / "list.csv").write_text("image_uri,label\nimgs/1.jpg,cat\nimgs/2.png,dog\n")
-    result, _ = converted_table(tmp_path, tmp_path / "in" / "list.csv")
-    assert "column(s) ['image_uri'] hold paths of image files" in result.stdout
-    assert "give the CSV with --kind image_csv" in result.stdout
+    rows = ["imgs/1.jpg,cat", "imgs/2.png,dog"] if header.startswith("image") else ["1,a cat,imgs/1.jpg", "2,a dog,"]
+    (tmp_path / "in" / "list.csv").write_text("\n".join([header, *rows]) + "\n")
+    line = one_line_refusal(["--kind", "csv", "--input", tmp_path / "in" / "list.csv", "--output", tmp_path / "out"])
+    assert "is a CSV file of image URIs" in line and line.endswith("give --kind image_csv")

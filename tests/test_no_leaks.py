@@ -251,11 +251,14 @@ def test_an_image_csv_row_naming_a_private_file_is_refused_or_described(tmp_path
     assert [(d["source"], d["stage"]) for d in letters] == [
         (f"{data / 'labels.csv'}:{line}", "parse") for line in (first, first + 1, first + 2)
     ]
-    assert [d["reason"].split(" ", 1)[1] for d in letters] == [
+    assert [d["reason"].split(" ", 1)[1].split("; to read it, add ")[0] for d in letters] == [
         "is neither below the CSV's folder nor below a folder of image_csv.roots",
         "climbs out of the CSV's folder (..), and no folder of image_csv.roots holds it",
-        "leads out of the CSV's folder and image_csv.roots through a symbolic link",
+        f"leads out of the CSV's folder and image_csv.roots through a symbolic link, to {private}",
     ]
+    assert all(
+        d["reason"].endswith(f"to read it, add {private}: --image_roots {private} (image_csv.roots)") for d in letters
+    )
 
     config = tmp_path / "roots.yaml"
     config.write_text(json.dumps({"image_csv": {"roots": [str(private)]}}))

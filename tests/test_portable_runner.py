@@ -186,7 +186,7 @@ def test_a_worker_killed_while_it_writes_fails_the_run_and_a_rerun_commits(stack
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("the user's own file")
-    argv = [*args, "--output", str(out), *stack.beam_args]
+    argv = [*args, "--output", str(out), "--allow_other_files", *stack.beam_args]
     before = set(stack.sdk_workers())
     with Launch(argv) as run:
         worker = new_worker(stack, before, run)
@@ -207,7 +207,7 @@ def test_a_worker_lost_before_it_connects_fails_the_run_instead_of_hanging_it(st
     out.mkdir()
     (out / "notes.txt").write_text("the user's own file")
     before = set(stack.sdk_workers())
-    with Launch([*args, "--output", str(out), *stack.beam_args]) as run:
+    with Launch([*args, "--output", str(out), "--allow_other_files", *stack.beam_args]) as run:
         worker = new_worker(stack, before, run)
         run.wait_for(f"watching the job's SDK worker (process {worker})")
         os.kill(worker, signal.SIGKILL)

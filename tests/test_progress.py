@@ -231,7 +231,9 @@ def test_a_run_logged_to_a_file_has_plain_phase_lines_with_totals(tmp_path):
 def test_a_tabular_run_reads_its_bytes_and_converts_its_rows(tmp_path):
     log = tmp_path / "stderr.txt"
     with open(log, "wb") as err:
-        done = _run(["--kind", "csv", "--input", str(SAMPLE / "tabular" / "*.csv*"), "--output", str(tmp_path)], err)
+        done = _run(
+            ["--kind", "csv", "--input", str(SAMPLE / "tabular" / "*.csv*"), "--output", str(tmp_path / "out")], err
+        )
     text = log.read_text()
     assert done.returncode == 0, text[-3000:]
     ends = [re.sub(r" in [\d.]+ s.*", "", line) for line in re.findall(r"progress: (.* done: .*)$", text, re.M)]

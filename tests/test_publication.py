@@ -286,7 +286,7 @@ def test_a_failed_run_leaves_nothing_behind(tmp_path, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("the user's own file")
-    assert main(convert_argv(photos(tmp_path / "src", 2), out)) == 3, "failed while running"
+    assert main(convert_argv(photos(tmp_path / "src", 2), out, "--allow_other_files")) == 3, "failed while running"
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
 
@@ -508,7 +508,9 @@ def test_on_gcs_a_failed_run_leaves_nothing_behind(gcs_emulator, gcs_bucket, tmp
     monkeypatch.setattr(CountShardRecords, "process", fail)
     out = f"gs://{gcs_bucket}/out"
     gcs_emulator.upload_bytes(f"{out}/notes.txt", b"the user's own file")
-    assert main(convert_argv(photos(tmp_path / "src", 2), out)) == 3
+    source = photos(tmp_path / "src", 2)
+    assert main(convert_argv(source, out)) == 2, "refused: the user's file is there"
+    assert main(convert_argv(source, out, "--allow_other_files")) == 3
     assert gcs_emulator.list_uris(out + "/") == [f"{out}/notes.txt"]
 
 

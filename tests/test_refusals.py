@@ -8,6 +8,7 @@ import importlib
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -15,7 +16,8 @@ import pytest
 import pipeline.commands.convert
 from pipeline.cli import main
 from pipeline.readback import CountShardRecords
-from tests.subprocess_limits import run_pipeline
+from tests.one_line import the_one_line
+from tests.subprocess_limits import SUBPROCESS_TIMEOUT, run_pipeline
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample"
 
@@ -58,8 +60,8 @@ def test_the_suggestion_names_the_closest_flag(photos, tmp_path, capsys):
     "kind, make_input, reason",
     [
         ("images", lambda p, t: t / "nothing", "does not exist"),
-        ("images", lambda p, t: next((p / "circle").iterdir()), "is a file, expected a folder of class folders"),
-        ("image_csv", lambda p, t: p, "is a folder, expected a CSV file"),
+        ("images", lambda p, t: next((p / "circle").iterdir()), "is an image file (.jpg), which no --kind reads"),
+        ("image_csv", lambda p, t: p, "is a folder of class folders; --kind image_csv reads one CSV file"),
         ("csv", lambda p, t: f"{t}/missing/*.csv", "does not exist"),
     ],
 )
@@ -81,8 +83,8 @@ def refused_in_a_process(argv) -> str:
 @pytest.mark.parametrize(
     "command, make_input, reason",
     [
-        ([], os.mkfifo, "is not a regular file: a FIFO; expected a CSV file of image URIs"),
-        (["refresh"], os.mkfifo, "is not a regular file: a FIFO; expected a CSV file of image URIs"),
+        ([], os.mkfifo, "is not a regular file: a FIFO, which no --kind reads"),
+        (["refresh"], os.mkfifo, "is not a regular file: a FIFO, which no --kind reads"),
         ([], lambda p: os.symlink("/dev/zero", p), "is not a regular file: a link to /dev/zero, a character device"),
     ],
 )
@@ -109,9 +111,7 @@ def test_a_single_csv_that_is_a_dangling_link_is_refused_naming_its_target(tmp_p
     os.symlink("gone.csv", tmp_path / "in/only.csv")
     argv = ["--kind", "csv", "--input", tmp_path / "in/only.csv", "--output", tmp_path / "out"]
     reason = f"a link to {tmp_path / 'in/gone.csv'}, which does not exist (dangling link)"
-    assert f"no regular file matches {tmp_path / 'in/only.csv'} ({tmp_path / 'in/only.csv'}: {reason})" in (
-        refused_in_a_process(argv)
-    )
+    assert f"input {tmp_path / 'in/only.csv'} is {reason}" in refused_in_a_process(argv)
     assert not (tmp_path / "out/manifest.json").exists()
 
 
@@ -119,7 +119,7 @@ def test_a_single_csv_that_is_a_fifo_is_refused_before_the_job(tmp_path):
     (tmp_path / "in").mkdir()
     os.mkfifo(tmp_path / "in/only.csv")
     argv = ["--kind", "csv", "--input", tmp_path / "in/only.csv", "--output", tmp_path / "out"]
-    assert f"{tmp_path / 'in/only.csv'}: not a regular file: a FIFO" in refused_in_a_process(argv)
+    assert f"input {tmp_path / 'in/only.csv'} is not a regular file: a FIFO" in refused_in_a_process(argv)
     assert not (tmp_path / "out/manifest.json").exists()
 
 
@@ -158,10 +158,46 @@ def test_an_output_inside_the_input_is_refused(photos, caplog):
     assert "inside the input" in line and not (photos / "tfrecords").exists()
 
 
-def test_an_output_that_cannot_be_written_is_refused(photos, tmp_path, caplog):
+@pytest.mark.parametrize(
+    "pattern, output, inside",
+    [
+        ("data.csv", "out", False),  # one file: its folder is not read
+        ("tables/*.csv", "tables/out", False),  # matches no file below tables/out
+        ("tables/**/*.csv", "tables/out", True),
+        ("tables/*/*.csv", "tables/out", True),
+    ],
+)
+def test_a_tabular_output_is_refused_only_where_the_pattern_could_read_it(tmp_path, caplog, pattern, output, inside):
+    """A pattern reads only what it matches: `--input data.csv --output out` in one folder was
+    refused as "inside the input" of the folder holding data.csv."""
+    (tmp_path / "tables" / "more").mkdir(parents=True)
+    for table in ("data.csv", "tables/a.csv", "tables/more/b.csv"):
+        (tmp_path / table).write_text("x,y\n1,2\n3,4\n")
+    argv = ["--kind", "csv", "--input", str(tmp_path / pattern), "--output", str(tmp_path / output)]
+    if inside:
+        line = refused(caplog, argv)
+        assert line == (
+            f"output {tmp_path / output} is inside the input {tmp_path / pattern}: the run would read its own "
+            "output; choose another --output"
+        )
+    else:
+        assert main(argv) == 0, caplog.text
+
+
+@pytest.mark.parametrize("below", ["", "out", "out/deeper"])
+def test_an_output_that_is_a_file_or_below_one_is_refused_naming_the_file(photos, tmp_path, below):
+    """Not `.../.lease: File exists` (or `Not a directory`), as taking the output's lease found it."""
     (tmp_path / "a_file").write_text("not a folder")
-    line = refused(caplog, ["--input", photos, "--output", tmp_path / "a_file" / "out"])
-    assert line.startswith("cannot write to the output") and "a_file" in line
+    output = tmp_path / "a_file" / below if below else tmp_path / "a_file"
+    line = the_one_line(refused_in_a_process(["--input", photos, "--output", output])).split(" ERROR pipeline: ")[1]
+    if below:
+        assert (
+            line
+            == f"output {output} is below {tmp_path / 'a_file'}, which is a file, not a folder: choose another --output"
+        )
+    else:
+        assert line == f"output {output} is a file, not a folder: choose a folder for --output"
+    assert (tmp_path / "a_file").read_text() == "not a folder"
 
 
 def test_a_missing_bucket_is_refused(gcs_emulator, gcs_bucket, photos, caplog):
@@ -272,3 +308,157 @@ def test_usage_names_the_command_as_it_was_called(monkeypatch, module, usage):
     assert parser().format_usage().startswith(f"usage: tfrecord-pipeline{usage} ")
     monkeypatch.setattr(sys, "argv", ["/repo/pipeline/__main__.py"])
     assert parser().format_usage().startswith(f"usage: python -m pipeline{usage} ")
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--splits", "train:0.8,validation:0.2"], "argument --splits: expected name=fraction,... got"),
+        (["--num_shards", "abc"], "argument --num_shards: invalid int value: 'abc'"),
+        (["--kind", "CSV"], "argument --kind: invalid choice: 'CSV'"),
+        (["--dry_run"], "Beam's argument --dry_run: expected one argument"),
+        (["--direct_num_workers=x"], "Beam's argument --direct_num_workers: invalid int value: 'x'"),
+        (["--ouput", "x"], "unrecognized argument --ouput (neither a flag of ours nor a Beam option); did you mean"),
+    ],
+)
+def test_a_flag_that_does_not_parse_is_one_line_without_the_usage_block(photos, tmp_path, argv, says):
+    """argparse prints its usage block first (Beam's: a hundred lines of every option it has)."""
+    result = run_pipeline(["--input", photos, "--output", tmp_path / "out", *argv])
+    assert result.returncode == 2
+    line = the_one_line(result.stderr)
+    assert line.startswith("python -m pipeline: error: ") and says in line, line
+    assert line.endswith("(python -m pipeline --help lists the flags)")
+
+
+def test_an_inspect_flag_that_does_not_parse_is_one_line(tmp_path):
+    result = run_pipeline(["inspect", tmp_path, "--samples", "x"])
+    assert result.returncode == 2
+    assert "python -m pipeline inspect: error: argument --samples: invalid int value" in the_one_line(result.stderr)
+
+
+@pytest.mark.parametrize("command", [[], ["refresh"]])
+def test_a_runner_that_beam_does_not_know_is_refused_before_any_work(photos, tmp_path, command):
+    """Beam says so only once the job is built, after the input was planned (exit 3)."""
+    argv = [*command, "--input", photos, "--output", tmp_path / "out", "--runner", "DataflowRuner"]
+    line = the_one_line(refused_in_a_process(argv))
+    assert "--runner DataflowRuner is no runner Beam knows: did you mean DataflowRunner" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_options_the_runner_lacks_are_named_not_cut_at_the_first_line(photos, tmp_path):
+    """Beam's error puts each missing option on a line of its own after "Pipeline has validations
+    errors:", which a one-line log record would have cut away."""
+    result = run_pipeline(["--input", photos, "--output", tmp_path / "out", "--runner", "DataflowRunner"])
+    assert result.returncode == 3
+    line = the_one_line(result.stderr)
+    assert "Pipeline has validations errors: Missing GCS path option: temp_location" in line
+    assert "Missing required option: project" in line
+
+
+REPO = SAMPLE.parent
+
+
+@pytest.mark.parametrize("command", [[], ["inspect", "out"], ["refresh", "--input", "x", "--output", "y"]])
+def test_a_python_without_the_projects_packages_is_told_in_one_line_how_to_get_them(tmp_path, command):
+    """`python3 -m pipeline` in a checkout, outside its environment: this Python without its
+    site-packages (-S) has none of Beam, pydantic or PyYAML, as a system Python may not."""
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "pipeline", *command],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    line = the_one_line(result.stderr)
+    assert line.startswith(f"python -m pipeline: error: this Python ({sys.executable}) has no apache-beam, ")
+    assert f"source {REPO}/.venv/bin/activate" in line and f"pip install {REPO}" in line
+
+
+def test_the_trainer_without_tensorflow_says_so_in_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "trainer", "--data", tmp_path, "--model_dir", tmp_path / "m"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert the_one_line(result.stderr).startswith(
+        "error: training needs TensorFlow, which is not installed: pip install"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (
+            ["--input", "s3://bucket/photos"],
+            "input s3://bucket/photos: s3:// is not read or written here, only local paths and gs://: copy the data",
+        ),
+        (
+            ["--kind", "image_csv", "--input", "https://example.com/labels.csv"],
+            "input https://example.com/labels.csv: https:// is not read or written here",
+        ),
+        (["--output", "s3://bucket/out"], "output s3://bucket/out: s3:// is not read or written here"),
+        (["--input", "~/photos"], "photos does not exist (~ here names a folder called ~, not your home folder"),
+    ],
+)
+def test_an_input_or_output_no_storage_here_reads_is_one_line_saying_so(photos, tmp_path, argv, says):
+    """s3:// and https:// were taken for gs:// ("cannot reach GCS to look at gs://:"), and a quoted
+    ~ for a folder that does not exist without a word on why."""
+    defaults = {"--input": str(photos), "--output": str(tmp_path / "out")}
+    given = dict(zip(argv[::2], argv[1::2], strict=True))
+    result = run_pipeline([*(a for pair in {**defaults, **given}.items() for a in pair)], cwd=tmp_path)
+    assert result.returncode == 2
+    assert says in the_one_line(result.stderr)
+
+
+def test_gcs_without_credentials_names_how_to_give_them(photos, tmp_path):
+    no_credentials = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("GOOGLE_", "STORAGE_EMULATOR", "CLOUDSDK_", "GCLOUD"))
+    }
+    no_credentials.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), NO_GCE_CHECK="True")
+    result = run_pipeline(["--input", "gs://some-bucket/photos", "--output", tmp_path / "out"], env=no_credentials)
+    assert result.returncode == 2
+    line = the_one_line(result.stderr)
+    assert "cannot reach GCS to look at gs://some-bucket: DefaultCredentialsError: " in line
+    assert line.endswith(
+        "(give this machine credentials: gcloud auth application-default login, or "
+        "GOOGLE_APPLICATION_CREDENTIALS naming a service account's key file)"
+    )
+
+
+def test_inspect_of_a_folder_that_does_not_exist_says_so(tmp_path):
+    result = run_pipeline(["inspect", tmp_path / "nothing"])
+    assert result.returncode == 2 and the_one_line(result.stderr) == f"error: {tmp_path / 'nothing'} does not exist"
+
+
+def test_a_config_file_that_does_not_exist_is_said_so_once(photos, tmp_path, caplog):
+    line = refused(caplog, ["--input", photos, "--output", tmp_path / "out", "--config", tmp_path / "nothere.yaml"])
+    assert line == f"cannot read config {tmp_path / 'nothere.yaml'}: No such file or directory"
+
+
+def test_a_split_name_that_looks_like_a_typo_is_warned_of(photos, tmp_path, caplog):
+    argv = ["--input", str(photos), "--output", str(tmp_path / "out"), "--splits", "train=0.8,valdation=0.2"]
+    assert main(argv) == 0
+    [warning] = [r.getMessage() for r in caplog.records if "--splits" in r.getMessage()]
+    assert warning == (
+        "split 'valdation' (--splits) is not 'validation': a typo? readers and the trainer look for validation-* "
+        "by default"
+    )
+
+
+def test_class_folders_without_images_name_the_extensions_they_hold(tmp_path, caplog):
+    for name in ("cat/a.heic", "cat/b.heic", "dog/c.HEIC", "dog/notes.txt"):
+        (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "in" / name).write_bytes(b"x")
+    line = refused(caplog, ["--input", tmp_path / "in", "--output", tmp_path / "out"])
+    assert line.startswith(
+        f"no images in class folders below {tmp_path / 'in'} (4 file(s) listed, by extension: .heic 3, .txt 1; the "
+        "image extensions read, image.extensions in a --config file: .jpg .jpeg"
+    )

@@ -148,9 +148,10 @@ def test_the_first_errors_are_read_from_gcs_and_no_further_than_shown(gcs_emulat
         f"{dest}/errors-00001-of-00002.jsonl", b'{"source": "x", "stage": "read", "reason": "y"}\n' * 50
     )
     manifest = manifest_of(53, 1000, 0.01, error_files=("errors-00000-of-00002.jsonl", "errors-00001-of-00002.jsonl"))
-    assert first_errors(dest, manifest) == [*letters, *[{"source": "x", "stage": "read", "reason": "y"}] * 2]
+    shown = [*letters, *[{"source": "x", "stage": "read", "reason": "y"}] * 2]
+    assert first_errors(dest, manifest) == (shown, 5)
     missing = manifest_of(1, 10, 0.01, error_files=("errors-00009-of-00010.jsonl",))
-    [letter] = first_errors(dest, missing)
+    [letter], _ = first_errors(dest, missing)
     assert letter["source"] == "errors-00009-of-00010.jsonl" and letter["reason"].startswith("cannot read the report")
 
 
@@ -165,3 +166,62 @@ def test_a_rejected_refresh_names_its_version_folder(tmp_path):
     assert said(rejected).count(reason) == 1, said(rejected)
     shows_first_errors(version, rejected.stdout)
     assert f"python -m pipeline inspect {version}" in rejected.stdout
+
+
+def tables(folder: pathlib.Path, other_header: str, bad_rows: int = 0) -> pathlib.Path:
+    """a.csv (the dataset's header, 20 rows, and `bad_rows` rows of a field too many) and b.csv (20
+    rows under `other_header`)."""
+    folder.mkdir()
+    rows = [f"{i},1.5,2.5,{i % 2}" for i in range(20)] + [f"{i},1,2,0,9" for i in range(bad_rows)]
+    (folder / "a.csv").write_text("\n".join(["id,x1,x2,label", *rows]) + "\n")
+    width = len(other_header.split(","))
+    (folder / "b.csv").write_text("\n".join([other_header, *([",".join(["7"] * width)] * 20)]) + "\n")
+    return folder
+
+
+def test_a_header_difference_is_named_once_per_file_with_its_columns_and_no_budget(tmp_path):
+    """Each row of b.csv is a dead letter (the accounting counts rows), but the terminal names the
+    file once, with the columns that differ, and the fix: not a --max_error_fraction that would
+    drop half the data."""
+    source, out = tables(tmp_path / "in", "id,x2,x1,label,extra"), tmp_path / "ds"
+    rejected = convert("--kind", "csv", "--input", source / "*.csv", "--output", out)
+    assert rejected.returncode == 1, rejected.stderr[-3000:]
+    [reason] = load_rejected(out).rejected
+    assert reason == (
+        "20 of 40 sources failed (50.00%), over the error budget of 1.00% (--max_error_fraction 0.01): 20 of them "
+        "for their CSV file's header, which differs from the dataset's or cannot be read (the errors name each file, "
+        "and how): give those files the dataset's header, or leave them out of --input; a larger "
+        "--max_error_fraction would only drop their rows"
+    )
+    line = (
+        f"    [header] {source / 'b.csv'}: the file's header differs from the dataset's: it adds ['extra']; it holds "
+        "in another place ['x2']; so each of its 20 row(s) is a dead letter: give it the dataset's header, or leave "
+        "it out of --input"
+    )
+    for shown in (rejected.stdout, convert("inspect", out).stdout):
+        assert line in shown.splitlines() and shown.count(str(source / "b.csv")) == 1, shown
+        assert "first errors (20 of 20):" in shown, shown
+    letters = read_dead_letters(out)
+    assert sorted(d["source"] for d in letters) == sorted(f"{source / 'b.csv'}:{n}" for n in range(2, 22))
+    assert {d["reason"] for d in letters} == {line.split(": ", 1)[1]}
+    c = load_rejected(out).counts
+    assert (c.listed, c.written, c.skipped, c.errors) == (40, 20, 0, 20)
+
+
+def test_errors_one_by_one_beside_a_header_difference_get_the_budget_they_need_once_it_is_fixed(tmp_path):
+    source, out = tables(tmp_path / "in", "id,x1,label", bad_rows=2), tmp_path / "ds"
+    rejected = convert("--kind", "csv", "--input", source / "*.csv", "--output", out)
+    assert rejected.returncode == 1, rejected.stderr[-3000:]
+    [reason] = load_rejected(out).rejected
+    assert "20 of them for their CSV file's header" in reason
+    assert reason.endswith(
+        "; the other 2 failed one by one: once the headers match, --max_error_fraction 0.048 would let them pass"
+    )
+    assert (
+        f"[header] {source / 'b.csv'}: the file's header differs from the dataset's: it lacks ['x2']; so"
+        in rejected.stdout
+    )
+    (source / "b.csv").write_text("id,x1,x2,label\n" + "7,7,7,7\n" * 20)
+    passed = convert("--kind", "csv", "--input", source / "*.csv", "--output", out, "--max_error_fraction", "0.048")
+    assert passed.returncode == 0, passed.stderr[-3000:]
+    assert load_manifest(out).counts.errors == 2

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 
-from transforms.splits import SPLIT_NAMES
+from transforms.splits import READER_SPLITS, SPLIT_NAMES
 
 AUTO = "auto"
 CLASS_FOLDERS = "class_folders"
@@ -27,7 +27,6 @@ SPLIT_FOLDERS = "split_folders"
 LAYOUTS = (AUTO, CLASS_FOLDERS, SPLIT_FOLDERS)
 LAYOUT_FLAG = "--layout"  # the flag that sets image.layout, which refusals name as the fix
 
-_SPLIT_ORDER = ("train", "validation", "test")
 _SHOWN = 5  # folder names a refusal lists
 
 
@@ -46,7 +45,7 @@ class FolderLayout:
     def of(cls, split_folders: dict[str, str]) -> FolderLayout:
         """Split folders {folder: split}, in the order train, validation, test (as a manifest's
         sorted keys do not keep them)."""
-        return cls(tuple(sorted(split_folders.items(), key=lambda item: (_SPLIT_ORDER.index(item[1]), item[0]))))
+        return cls(tuple(sorted(split_folders.items(), key=lambda item: (READER_SPLITS.index(item[1]), item[0]))))
 
     @property
     def name(self) -> str:
@@ -56,7 +55,7 @@ class FolderLayout:
     def splits(self) -> tuple[str, ...]:
         """The splits of split folders, in the order train, validation, test."""
         found = {split for _, split in self.split_folders}
-        return tuple(split for split in _SPLIT_ORDER if split in found)
+        return tuple(split for split in READER_SPLITS if split in found)
 
     def split_of(self, folder: str) -> str | None:
         """The split a folder directly below the input holds (None: not a split folder)."""

@@ -69,6 +69,14 @@ class Skipped(NamedTuple):
     extension: str
 
 
+# Stages whose dead letters share one cause a file at a time, not each a cause of its own: every row
+# of a CSV whose header differs from the dataset's, or a CSV whose header cannot be read, fails for
+# that header. A rejection names that cause and its fix, not a --max_error_fraction that would only
+# drop the file's rows (pipeline.publish.over_budget); a report shows a file's as one line
+# (pipeline.report.first_errors).
+WHOLE_FILE_STAGES = ("header",)
+
+
 class DeadLetter(NamedTuple):
     source: str
     stage: str

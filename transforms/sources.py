@@ -188,9 +188,14 @@ def confinement_problem(csv_folder: str, uri: str, image: str, roots: Roots) -> 
     their real path: a link below the folder to /etc/passwd is outside it. A gs:// URI written as
     such may name any object while `roots` names no gs:// prefix (the job's service account's
     permissions bound those), else only one below the CSV's folder or such a prefix: object names
-    are literal, so a prefix holds every name that starts with it."""
+    are literal, so a prefix holds every name that starts with it. Each refusal names the folder
+    that would let the row in, and the flag that adds it (--image_roots, image_csv.roots)."""
     remote = storage.is_remote(image)
     folders = [f for f in (csv_folder, *roots.folders) if storage.is_remote(f) == remote]
+
+    def add(folder: str) -> str:
+        return f"to read it, add {folder}: --image_roots {','.join((*roots.folders, folder))} (image_csv.roots)"
+
     if remote:
         if any(_below(image, f) for f in folders):
             return None
@@ -201,10 +206,14 @@ def confinement_problem(csv_folder: str, uri: str, image: str, roots: Roots) -> 
     elif any(_below(_real_path(image), _real_folder(f)) for f in folders):
         return None
     elif any(_below(image, f) for f in folders):
-        return f"{uri} leads out of the CSV's folder and image_csv.roots through a symbolic link"
+        real = posixpath.dirname(_real_path(image))
+        return (
+            f"{uri} leads out of the CSV's folder and image_csv.roots through a symbolic link, to {real}; {add(real)}"
+        )
+    folder = posixpath.dirname(image)
     if not storage.is_remote(uri) and not uri.startswith("/") and posixpath.normpath(uri).split("/")[0] == "..":
-        return f"{uri} climbs out of the CSV's folder (..), and no folder of image_csv.roots holds it"
-    return f"{uri} is neither below the CSV's folder nor below a folder of image_csv.roots"
+        return f"{uri} climbs out of the CSV's folder (..), and no folder of image_csv.roots holds it; {add(folder)}"
+    return f"{uri} is neither below the CSV's folder nor below a folder of image_csv.roots; {add(folder)}"
 
 
 def _below(path: str, folder: str) -> bool:

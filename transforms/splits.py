@@ -7,6 +7,7 @@ a dataset to another bucket does not reshuffle train and validation.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ SPLIT_NAMES = {
     "test": "test",
     "testing": "test",
 }
+READER_SPLITS = ("train", "validation", "test")  # the splits readers and the trainer look for by default
 
 
 def check_split_name(name: str) -> str:
@@ -31,6 +33,19 @@ def check_split_name(name: str) -> str:
     if not _SPLIT_NAME.match(name):
         raise ValueError(f"split name {name!r} must match [a-z][a-z0-9_]*")
     return name
+
+
+def misspelt(names: Sequence[str]) -> dict[str, str]:
+    """{name: the split it is likely a typo of} for each of `names` that is not one of
+    READER_SPLITS but close to one the others do not name (`valdation`, `trian`): readers and the
+    trainer look for those by name (`validation-*`), and find nothing under a misspelt one."""
+    typos = {}
+    for name in names:
+        close = [meant for meant in READER_SPLITS if meant not in names and meant != name]
+        match = difflib.get_close_matches(name, close, n=1, cutoff=0.8)
+        if match and name not in READER_SPLITS:
+            typos[name] = match[0]
+    return typos
 
 
 def hash_fraction(key: str) -> float:

@@ -31,8 +31,10 @@ such a match is skipped as `(hidden)`, unless the pattern names hidden entries i
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
+import difflib
 import functools
 import io
 import re
@@ -219,16 +221,24 @@ def read_header(
 
 
 def image_path_columns(uri: str, columns: Sequence[str], dialect: CsvDialect, extensions: Iterable[str]) -> list[str]:
-    """The columns whose every value in a CSV file's first rows names an image file (a path or URI
-    ending in one of `extensions`): an image CSV given as a table, whose records would hold the
-    images' paths, not the images."""
+    """The columns of a CSV file whose every value in its first rows names an image file
+    (image_columns): an image CSV given as a table, whose records would hold the images' paths,
+    not the images."""
     head, whole = _read_head(uri)
     rows = head_rows(head, dialect.delimiter, whole)[1 if dialect.header else 0 :]
+    return [columns[index] for index in image_columns(rows, extensions) if index < len(columns)]
+
+
+def image_columns(rows: Sequence[Sequence[str]], extensions: Iterable[str]) -> list[int]:
+    """The indexes of the columns whose every non-empty value in `rows` names an image file (a
+    path or URI ending in one of `extensions`)."""
+    extensions = frozenset(extensions)
+    width = max((len(row) for row in rows), default=0)
     found = []
-    for index, name in enumerate(columns):
+    for index in range(width):
         values = [row[index].strip() for row in rows if index < len(row) and row[index].strip()]
         if values and all(extension_of(value) in extensions for value in values):
-            found.append(name)
+            found.append(index)
     return found
 
 
@@ -412,13 +422,39 @@ class ReadCsvRows(beam.DoFn):
 
     def _other_header(self, path, header, records):
         """Every row of a file with another header is a dead letter: they are not records (a row
-        that cannot be parsed too: it is not blank)."""
-        reason = f"the file's header {shown(header)} differs from the dataset's {shown(self._columns)}"
+        that cannot be parsed too: it is not blank). Each says how the header differs, column by
+        column (header_difference), and that every row of the file is one for it, so that a report
+        can show the file once (pipeline.report) and a rejection name the cause, not a budget
+        (pipeline.publish)."""
         found = [line for line, row in records if row]
+        reason = (
+            f"the file's header differs from the dataset's: {header_difference(header, self._columns)}; so "
+            f"{f'each of its {len(found):,} row(s)' if found else 'the file'} is a dead letter: give it the "
+            "dataset's header, or leave it out of --input"
+        )
         for where in [f"{path}:{line}" for line in found] or [path]:
             self._listed.inc()
             self._errors.inc()
             yield beam.pvalue.TaggedOutput(DEAD_LETTERS, DeadLetter(where, "header", reason))
+
+
+def header_difference(header: Sequence[str], columns: Sequence[str]) -> str:
+    """How a file's `header` differs from the dataset's `columns`, naming only the columns that
+    differ: those it lacks, those it adds, those it names more than once, and those it holds in
+    another order (the shared columns outside the longest run of them both hold in one order)."""
+    mine, theirs = set(header), set(columns)
+    shared_here = [name for name in header if name in theirs]
+    shared_there = [name for name in columns if name in mine]
+    blocks = difflib.SequenceMatcher(None, shared_there, shared_here, autojunk=False).get_matching_blocks()
+    in_order = {name for block in blocks for name in shared_there[block.a : block.a + block.size]}
+    named_twice = [name for name, count in collections.Counter(header).items() if count > 1]
+    parts = (
+        ("it lacks", [name for name in columns if name not in mine]),
+        ("it adds", [name for name in header if name not in theirs]),
+        ("it names more than once", named_twice),
+        ("it holds in another place", [name for name in shared_there if name not in in_order]),
+    )
+    return "; ".join(f"{what} {shown(names)}" for what, names in parts if names)
 
 
 def _row_problem(row, width):

@@ -20,12 +20,13 @@ import sys
 from pipeline.dataflow.flex_template import TemplateError, template_metadata
 from pipeline.dataflow.launch_flags import beam_flags, gcloud_flags, launch_body
 from pipeline.dataflow.settings import DEFAULT_CONFIG, SettingsError, load_settings, lookup
+from pipeline.flags import OneLineParser
 
 WHAT = ("beam-flags", "gcloud-flags", "launch-body", "get", "metadata")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m pipeline.dataflow", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="python -m pipeline.dataflow", description=__doc__.split("\n\n")[0])
     p.add_argument("what", choices=WHAT)
     p.add_argument("keys", nargs="*", help="get: SECTION.KEY ... (one value a line); metadata: convert or refresh")
     p.add_argument("--config", help=f"settings YAML (default {DEFAULT_CONFIG})")

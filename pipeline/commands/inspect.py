@@ -13,6 +13,7 @@ REJECTED with its reasons and exits 1; --verify refuses it in one line and exits
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from core import storage
@@ -21,16 +22,16 @@ from core.contract.manifest import Manifest, ManifestError, ManifestRejectedErro
 from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
 from core.contract.versions import LatestPointerError, resolve_dataset
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
-from pipeline.flags import DEBUG_HELP, command_name
+from pipeline.flags import DEBUG_HELP, OneLineParser, command_name
 from pipeline.report import dataset_summary, errors_text, rejected_summary
-from pipeline.verify import verify
+from pipeline.verify import unlisted_warnings, verify
 
 MAX_PROBLEMS_SHOWN = 50
 DEFAULT_SAMPLES = 16
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog=command_name("inspect"),
         description="Show what a converted dataset (local or gs://) holds; --verify checks every "
         "record against the manifest; --contact_sheet draws sample images.",
@@ -114,6 +115,8 @@ def main(argv: list[str]) -> int:
         folder = _resolve(args.dest)
         manifest = read_manifest(folder, storage.read_text)
         print(dataset_summary(folder, manifest))
+        for warning in unlisted_warnings(folder, manifest):
+            print(f"  warning: {warning}")
         text = errors_text(folder, manifest)
         if text:
             print(text)
@@ -126,5 +129,6 @@ def main(argv: list[str]) -> int:
     except ManifestRejectedError as e:
         return _rejected(folder, e.manifest, args)
     except (ManifestError, LatestPointerError, ContactSheetError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        missing = not storage.is_remote(args.dest) and not os.path.exists(args.dest)
+        print(f"error: {args.dest} does not exist" if missing else f"error: {e}", file=sys.stderr)
         return 2

@@ -45,7 +45,7 @@ from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedErro
 from pipeline.lease import Fence, Lease, LeaseHeldError
 from pipeline.listing_digest import same_method
 from pipeline.planning import Plan, PlanError, make_plan
-from pipeline.preflight import PreflightError, check_input, check_output, take_lease
+from pipeline.preflight import PreflightError, check_input, check_other_refresh_files, check_output, take_lease
 from pipeline.report import rejection_report, run_summary
 from pipeline.runners import (
     UnsafeOptionError,
@@ -66,6 +66,7 @@ _LOG = logging.getLogger("pipeline.refresh")
 _NOT_SETTINGS = (
     "output",
     "overwrite",
+    "allow_other_files",
     "planned_shards",
     "planned_split_bytes",
     "planned_delimiter",
@@ -190,8 +191,9 @@ def main(argv: list[str]) -> int:
             raise ConfigError("refresh needs --output ROOT (the folder that holds the versions and LATEST)")
         root = storage.absolute(config.output).rstrip("/")
         source = storage.absolute(config.input_uri)
-        check_input(config.kind, source)
+        check_input(config, source)
         check_output(config.kind, source, root)
+        check_other_refresh_files(root, config.allow_other_files)
         unattended = stages_only(PipelineOptions(beam_args))  # the job runs later, without this process
         lease = Lease(root, run, config.lease_seconds)
         if not unattended:

@@ -207,6 +207,7 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
         },
         "max_error_fraction": 0.01,
         "overwrite": False,
+        "allow_other_files": False,
         "format": "tfrecord",
         "compression": "gzip",
         "index": False,

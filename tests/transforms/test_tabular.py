@@ -1,9 +1,13 @@
 """CSV type inference and row encoding, on the DirectRunner with assert_that."""
 
+import ast
+
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+from hypothesis import given
+from hypothesis import strategies as st
 
 from transforms.example_proto import MAX_EXAMPLE_BYTES
 from transforms.outcomes import DEAD_LETTERS, DeadLetter
@@ -16,6 +20,7 @@ from transforms.tabular import (
     NotedValues,
     Row,
     column_warnings,
+    header_difference,
     hidden_match,
     is_float,
     is_int64,
@@ -269,3 +274,33 @@ def test_a_row_whose_example_tensorflow_could_not_parse_is_a_dead_letter():
         "encode",
         f"the Example would be up to 2,147,483,728 bytes; TensorFlow parses at most {MAX_EXAMPLE_BYTES:,}",
     )
+
+
+_COLUMN = st.text("abcdefgh", min_size=1, max_size=3)
+
+
+@given(
+    columns=st.lists(_COLUMN, min_size=1, max_size=10, unique=True),  # shown whole
+    data=st.data(),
+)
+def test_a_header_difference_names_exactly_the_columns_that_differ(columns, data):
+    """What a file lacks and adds are the columns one has and the other has not; the columns it
+    holds elsewhere, taken out of both, leave the rest in one order; and a header differs in some
+    way it names whenever it differs at all."""
+    kept = data.draw(st.permutations(data.draw(st.lists(st.sampled_from(columns), unique=True))))
+    added = data.draw(st.lists(_COLUMN.filter(lambda c: c not in columns), max_size=3, unique=True))
+    header = tuple(data.draw(st.permutations([*kept, *added])))
+    text = header_difference(header, tuple(columns))
+    parts = dict(part.split(" [", 1) for part in text.split("; ")) if text else {}
+    named = {what: ast.literal_eval("[" + rest) for what, rest in parts.items()}  # as `shown` wrote them
+    assert named.get("it lacks", []) == [c for c in columns if c not in header]
+    assert named.get("it adds", []) == [c for c in header if c not in columns]
+    moved = named.get("it holds in another place", [])
+    assert [c for c in header if c in columns and c not in moved] == [
+        c for c in columns if c in header and c not in moved
+    ]
+    assert bool(text) == (header != tuple(columns))
+
+
+def test_a_header_difference_names_a_column_named_twice():
+    assert header_difference(("a", "b", "a"), ("a", "b")) == "it names more than once ['a']"
