@@ -207,7 +207,10 @@ def worker_floor(items, corpus: str, dest: str) -> dict:
     task = functools.partial(floor_chunk, settings=_floor_settings(items, GZIP), dest=dest)
     os.makedirs(dest, exist_ok=True)
     t0 = time.perf_counter()
-    with multiprocessing.Pool(processes) as pool:
+    # Processes started by a fresh server, not forked from this one: a fork copies only the thread
+    # that forks, so a lock another thread held (TensorFlow's, Beam's, where a test process has run
+    # them) stays held in the child, which waits on it forever.
+    with multiprocessing.get_context("forkserver").Pool(processes) as pool:
         tallies = list(pool.imap_unordered(task, enumerate(chunks)))
     result = {key: sum(t[key] for t in tallies) for key in ("records", "errors", "compressed_bytes")}
     return {"work_s": time.perf_counter() - t0, "processes": processes, **result}

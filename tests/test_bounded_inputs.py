@@ -292,7 +292,8 @@ def test_a_first_line_of_a_gigabyte_is_refused_having_read_only_the_most_a_heade
         f"longer than {HEADER_LIMIT:,} characters, the most a header may hold"
         if text
         else f"input {tmp_path / 'in' / '*.csv'} is a file pattern whose first match, {tmp_path / 'in' / 't.csv'}, "
-        "is not text (it holds NUL bytes), which no --kind reads: give the folder, CSV file or file pattern to convert"
+        "is binary data, not text, which no --kind reads: give a CSV file of UTF-8 text, or the folder or file "
+        "pattern to convert"
     )
 
 
