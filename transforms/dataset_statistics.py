@@ -1,8 +1,8 @@
 """A dataset's statistics: for each split, its records and a transforms.column_sketch.ColumnSketch
 of each column, written as the `DatasetFeatureStatisticsList` TFDV reads (one
-`DatasetFeatureStatistics` per split, named after it). Columns are fixed when the statistics are
-made (`kinds`, name -> INT, FLOAT or STRING), so that every worker's statistics merge alike; a
-record leaves out the columns it has no value for (counted missing)."""
+`DatasetFeatureStatistics` per split, named after it). A record leaves out the columns it has no
+value for (they count as missing); a column's kind is that of its first value, and a value of
+another kind in it is a caller's mistake (TypeError), never a value silently dropped."""
 
 from __future__ import annotations
 
@@ -10,47 +10,48 @@ from collections.abc import Mapping
 
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from transforms.column_sketch import ColumnSketch
+from transforms.column_sketch import ColumnSketch, kind_of
 
-Value = int | float | str | None
+Value = int | float | str
 
 
 class DatasetStatistics:
-    def __init__(self, kinds: Mapping[str, str]):
-        self.kinds = dict(kinds)
+    def __init__(self):
         self.records: dict[str, int] = {}
-        self.columns: dict[str, dict[str, ColumnSketch]] = {}
+        self.columns: dict[str, dict[str, ColumnSketch]] = {}  # split -> column name -> sketch
 
     def add(self, split: str, values: Mapping[str, Value]) -> None:
-        """One record of `split`, by column name; a column in `values` that is not in `kinds` is a
-        caller's mistake (KeyError), never a column silently dropped."""
-        unknown = values.keys() - self.kinds.keys()
-        if unknown:
-            raise KeyError(f"columns {sorted(unknown)} are not among the statistics' {sorted(self.kinds)}")
+        """One record of `split`, its values by column name."""
         self.records[split] = self.records.get(split, 0) + 1
-        columns = self._split(split)
-        for name, sketch in columns.items():
-            sketch.add(values.get(name))
+        columns = self.columns.setdefault(split, {})
+        for name, value in values.items():
+            sketch = columns.get(name)
+            if sketch is None:
+                sketch = columns[name] = ColumnSketch(kind_of(value))
+            elif kind_of(value) != sketch.kind:
+                raise TypeError(f"column {name!r} holds {sketch.kind} values, and then a {kind_of(value)} one")
+            sketch.add(value)
 
     def merge(self, other: DatasetStatistics) -> None:
-        if other.kinds != self.kinds:
-            raise ValueError("statistics of other columns cannot merge")
         for split, n in other.records.items():
             self.records[split] = self.records.get(split, 0) + n
-            mine = self._split(split)
+            mine = self.columns.setdefault(split, {})
             for name, sketch in other.columns[split].items():
-                mine[name].merge(sketch)
-
-    def _split(self, split: str) -> dict[str, ColumnSketch]:
-        if split not in self.columns:
-            self.columns[split] = {name: ColumnSketch(kind) for name, kind in self.kinds.items()}
-        return self.columns[split]
+                if name in mine:
+                    mine[name].merge(sketch)
+                else:
+                    mine[name] = sketch
 
     def to_proto(self) -> statistics_pb2.DatasetFeatureStatisticsList:
-        """One DatasetFeatureStatistics per split that has records, splits and columns by name."""
+        """One DatasetFeatureStatistics per split, splits and columns by name; a column of the
+        dataset that a split holds no value of is in that split too, all missing."""
+        kinds = {name: sketch.kind for columns in self.columns.values() for name, sketch in columns.items()}
         statistics = statistics_pb2.DatasetFeatureStatisticsList()
         for split in sorted(self.records):
-            dataset = statistics.datasets.add(name=split, num_examples=self.records[split])
-            for name in sorted(self.columns[split]):
-                dataset.features.append(self.columns[split][name].to_proto(name))
+            records = self.records[split]
+            dataset = statistics.datasets.add(name=split, num_examples=records)
+            columns = self.columns[split]
+            for name in sorted(kinds):
+                sketch = columns.get(name) or ColumnSketch(kinds[name])
+                dataset.features.append(sketch.to_proto(name, records))
         return statistics
