@@ -31,7 +31,7 @@ setuptools.setup(
     python_requires=">=3.10",
     install_requires=[
         "apache-beam[gcp]==2.77.0",
-        "datasketches>=5.2,<6",  # quantiles, most common and distinct values in bounded memory: transforms/column_sketch.py
+        "datasketches>=5.2,<6",  # quantiles, common and distinct values in bounded memory: transforms/column_sketch.py
         "array-record>=0.8.1,<0.9; sys_platform != 'win32'",  # --format array_record: core/array_record_files.py
         "google-cloud-storage>=2.18.2,<4",  # conditional writes (leases): core/storage.py; as Beam's [gcp] pins it
         "google-crc32c>=1.6,<2",  # TFRecord CRCs when reading shards back: pipeline/tfrecord_reader.py
@@ -41,7 +41,7 @@ setuptools.setup(
         "protobuf>=4.25,<7",  # tf.train.Example without TensorFlow: transforms/example_proto.py
         "pydantic>=2",  # typed settings: pipeline/config.py
         "pyyaml>=6",
-        "tensorflow-metadata>=1.16,<2",  # DatasetFeatureStatisticsList, as TFDV reads it: transforms/dataset_statistics.py
+        "tensorflow-metadata>=1.16,<2",  # statistics as TFDV reads them: transforms/dataset_statistics.py
         "tqdm>=4.66,<5",  # progress bars: transforms/progress.py
     ],
     extras_require={
