@@ -41,9 +41,9 @@ HLL_LG_K = 12  # HyperLogLog's 2**12 buckets: about 1.6% relative error
 FREQUENT_LG_MAX_K = 10  # frequent strings' map of 2**10 slots, once past EXACT_VALUES
 
 
-def kind_of(value: int | float | str) -> str:
-    """The kind of column a value belongs in."""
-    return STRING if isinstance(value, str) else FLOAT if isinstance(value, float) else INT
+def kind_of(value: int | float | str | bytes) -> str:
+    """The kind of column a value belongs in (bytes: UTF-8 text, as a record stores a string)."""
+    return STRING if isinstance(value, str | bytes) else FLOAT if isinstance(value, float) else INT
 
 
 class ColumnSketch:
@@ -74,6 +74,7 @@ class ColumnSketch:
             return
         self.count += len(values)
         if self.kind == STRING:
+            values = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values]
             self.length += sum(map(len, values))
             uniques, counts = np.unique(np.array(values, dtype=object), return_counts=True)
         else:

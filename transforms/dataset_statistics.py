@@ -12,7 +12,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from transforms.column_sketch import ColumnSketch, kind_of
 
-Value = int | float | str
+Value = int | float | str | bytes  # bytes: UTF-8 text, as a record stores a string
 
 
 class DatasetStatistics:
