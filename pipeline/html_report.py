@@ -1,0 +1,138 @@
+"""`inspect DEST --report FILE.html`: one page a person opens to see what a dataset holds, in any
+browser and offline: no script, no network, the styles and charts (SVG) inline, thumbnails as
+data: URIs. Splits and labels as bar charts, the distributions of image sizes and bytes or of a
+table's columns (from the statistics the job computed: transforms.dataset_statistics), formats,
+colour modes and orientations, dead letters by stage with the first of them, examples per class,
+the manifest's warnings; for a refresh version, what changed since the one before it and, for one
+held, why.
+
+Every name on the page (labels, sources, columns, reasons) comes from the data, so the template
+escapes all of it (Jinja2's autoescape): a label `<script>` is shown, never run."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import jinja2
+from tensorflow_metadata.proto.v0 import statistics_pb2
+
+from core.contract.manifest import Manifest
+
+TOP_SHOWN = 12  # most common values of a column shown
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportPage:
+    """What the page shows, gathered by its caller (pipeline.commands.inspect)."""
+
+    dest: str
+    manifest: Manifest
+    statistics: statistics_pb2.DatasetFeatureStatisticsList | None
+    first_errors: Sequence[dict] = ()  # pipeline.report.first_errors
+    thumbnails: Sequence[tuple[str, Sequence[str]]] = ()  # (label, data: URIs of its examples)
+    previous: Manifest | None = None  # a refresh version's previous version
+    held: Sequence[str] = ()  # pipeline.hold_checks' lines, for a held version
+    promote: str = ""  # the command that promotes a held version
+
+
+def render(page: ReportPage) -> str:
+    """The page's HTML."""
+    m = page.manifest
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("pipeline", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    numbers, categories = _columns(page.statistics)
+    return environment.get_template("report.html").render(
+        title=f"{m.kind} dataset {page.dest}",
+        subtitle=f"run {m.run} · {len(m.splits)} split(s) · {m.file_format}, {m.compression}",
+        kind=m.kind,
+        counts=m.counts,
+        splits=[(name, split.records) for name, split in m.splits.items()],
+        label_counts=[(name, _by_count(split.label_counts)) for name, split in m.splits.items() if split.label_counts],
+        numbers=numbers,
+        categories=categories,
+        columns=[(name, f.dtype) for name, f in m.features.items()] if m.kind == "csv" else [],
+        errors_by_stage=_by_count(m.errors_by_stage),
+        first_errors=list(page.first_errors),
+        error_files=m.error_files,
+        thumbnails=list(page.thumbnails),
+        warnings=m.warnings,
+        changes=_changes(page.previous, m) if page.previous is not None else None,
+        held=list(page.held),
+        promote=page.promote,
+    )
+
+
+def _by_count(counts: dict[str, int]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _columns(statistics: statistics_pb2.DatasetFeatureStatisticsList | None) -> tuple[list[dict], list[dict]]:
+    """The number columns (histogram, figures) and the text columns (most common values) of each
+    split's statistics."""
+    numbers, categories = [], []
+    for dataset in statistics.datasets if statistics is not None else ():
+        for feature in dataset.features:
+            name = feature.path.step[0]
+            if feature.HasField("num_stats"):
+                numbers.append(_number_column(dataset, name, feature.num_stats))
+            else:
+                s = feature.string_stats
+                top = [(b.label, int(b.sample_count)) for b in s.rank_histogram.buckets[:TOP_SHOWN]]
+                categories.append(
+                    {
+                        "name": name,
+                        "split": dataset.name,
+                        "top": top,
+                        "distinct": s.unique,
+                        "missing": s.common_stats.num_missing,
+                    }
+                )
+    return numbers, categories
+
+
+def _number_column(dataset, name: str, stats: statistics_pb2.NumericStatistics) -> dict:
+    standard, quantiles = (  # the histograms of both kinds
+        next((h for h in stats.histograms if h.type == kind), statistics_pb2.Histogram())
+        for kind in (statistics_pb2.Histogram.STANDARD, statistics_pb2.Histogram.QUANTILES)
+    )
+    edges = [b.low_value for b in quantiles.buckets] + [b.high_value for b in quantiles.buckets[-1:]]
+    return {
+        "name": name,
+        "split": dataset.name,
+        "buckets": list(standard.buckets),
+        "min": stats.min,
+        "median": stats.median,
+        "max": stats.max,
+        "mean": stats.mean,
+        "std_dev": stats.std_dev,
+        "missing": stats.common_stats.num_missing,
+        "deciles": [f"{edge:.4g}" for edge in edges],
+    }
+
+
+def _changes(before: Manifest, after: Manifest) -> dict:
+    """Records per split and label, before -> after, and the columns added, removed or retyped."""
+    counts = [("records", f"{before.counts.written:,}", f"{after.counts.written:,}")]
+    counts += [("errors", f"{before.counts.errors:,}", f"{after.counts.errors:,}")]
+    for name in sorted(before.splits.keys() | after.splits.keys()):
+        was, now = before.splits.get(name), after.splits.get(name)
+        counts.append((f"{name}", f"{was.records:,}" if was else "-", f"{now.records:,}" if now else "-"))
+        labels = (was.label_counts if was else {}).keys() | (now.label_counts if now else {}).keys()
+        for label in sorted(labels):
+            a = was.label_counts.get(label, 0) if was else 0
+            b = now.label_counts.get(label, 0) if now else 0
+            counts.append((f"{name} / {label}", f"{a:,}", f"{b:,}"))
+    lines = []
+    for name in sorted(before.features.keys() | after.features.keys()):
+        was, now = before.features.get(name), after.features.get(name)
+        if was is None:
+            lines.append(f"column {name} added ({now.dtype})")
+        elif now is None:
+            lines.append(f"column {name} removed (was {was.dtype})")
+        elif was.dtype != now.dtype:
+            lines.append(f"column {name}: {was.dtype} -> {now.dtype}")
+    return {"counts": counts, "lines": lines}
