@@ -2,9 +2,9 @@
 records pass, and written as the `FeatureNameStatistics` of tensorflow_metadata that TFDV, Facets
 and BigQuery ML read.
 
-A sketch takes values one at a time but works on them a batch at a time (numpy, and Apache
-DataSketches' vector updates): a call per value into a sketch library costs more than encoding the
-value did. It merges with the sketches of other workers (a Beam combine) and pickles as bytes.
+A sketch takes values a batch at a time (`add_batch`: numpy, and Apache DataSketches' vector
+updates): a call per value into a sketch library costs more than encoding the value did. It merges
+with the sketches of other workers (a Beam combine) and pickles as bytes.
 
 Exact: counts, NaNs, zeros, min, max, mean and standard deviation (batches merged as Chan et al.
 do, so that sums of large numbers keep their precision), and, while a column holds at most
@@ -22,6 +22,7 @@ estimate and most common values, which `num_stats` has no field for, are `custom
 
 from __future__ import annotations
 
+import collections
 import math
 
 import datasketches
@@ -31,7 +32,6 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 INT, FLOAT, STRING = "INT", "FLOAT", "STRING"
 KINDS = (INT, FLOAT, STRING)
 
-BATCH = 4096  # values held before they are summed up
 EXACT_VALUES = 1000  # distinct values counted exactly, per column and split
 HISTOGRAM_BUCKETS = 10  # as TFDV's default num_histogram_buckets and num_quantiles_histogram_buckets
 TOP_VALUES = 20  # top_values kept, as TFDV's default num_top_values
@@ -41,9 +41,16 @@ HLL_LG_K = 12  # HyperLogLog's 2**12 buckets: about 1.6% relative error
 FREQUENT_LG_MAX_K = 10  # frequent strings' map of 2**10 slots, once past EXACT_VALUES
 
 
-def kind_of(value: int | float | str | bytes) -> str:
-    """The kind of column a value belongs in (bytes: UTF-8 text, as a record stores a string)."""
-    return STRING if isinstance(value, str | bytes) else FLOAT if isinstance(value, float) else INT
+_KIND_OF_TYPE = {int: INT, bool: INT, float: FLOAT, str: STRING, bytes: STRING}
+
+
+def kind_of(values: list) -> str:
+    """The kind of column values of Python's types belong in (bytes: UTF-8 text, as a record
+    stores a string); TypeError naming the types when they are of more than one kind."""
+    kinds = {_KIND_OF_TYPE.get(t) for t in set(map(type, values))}
+    if len(kinds) != 1 or None in kinds:
+        raise TypeError(f"values of {sorted(t.__name__ for t in set(map(type, values)))}: not one kind of column")
+    return kinds.pop()
 
 
 class ColumnSketch:
@@ -58,33 +65,27 @@ class ColumnSketch:
         self.mean = self.m2 = 0.0
         self.min = self.max = None
         self.exact: dict | None = {}  # value -> count, while at most EXACT_VALUES
-        self._buffer: list = []
         self._quantiles = datasketches.kll_doubles_sketch(KLL_K)
         self._distinct: datasketches.hll_sketch | None = None  # once past EXACT_VALUES
         self._frequent: datasketches.frequent_strings_sketch | None = None  # strings past EXACT_VALUES
 
-    def add(self, value: int | float | str) -> None:
-        self._buffer.append(value)
-        if len(self._buffer) >= BATCH:
-            self._flush()
-
-    def _flush(self) -> None:
-        values, self._buffer = self._buffer, []
+    def add_batch(self, values: list) -> None:
+        """Values of the column's kind (bytes for STRING: UTF-8 text, as a record stores it)."""
         if not values:
             return
         self.count += len(values)
         if self.kind == STRING:
-            values = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values]
             self.length += sum(map(len, values))
-            uniques, counts = np.unique(np.array(values, dtype=object), return_counts=True)
-        else:
-            numbers = np.array(values, dtype=np.int64 if self.kind == INT else np.float64)
-            if self.kind == FLOAT:
-                nan = np.isnan(numbers)
-                self.nans += int(nan.sum())
-                numbers = numbers[~nan]
-            self._add_numbers(numbers)
-            uniques, counts = np.unique(numbers, return_counts=True)
+            counted = collections.Counter(values)  # by hash: numpy sorts Python objects slowly
+            self._count_values(list(counted), list(counted.values()))
+            return
+        numbers = np.array(values, dtype=np.int64 if self.kind == INT else np.float64)
+        if self.kind == FLOAT:
+            nan = np.isnan(numbers)
+            self.nans += int(nan.sum())
+            numbers = numbers[~nan]
+        self._add_numbers(numbers)
+        uniques, counts = np.unique(numbers, return_counts=True)
         self._count_values(uniques.tolist(), counts.tolist())
 
     def _add_numbers(self, numbers: np.ndarray) -> None:
@@ -125,6 +126,8 @@ class ColumnSketch:
         self._sketch_values(values, counts)
 
     def _sketch_values(self, values: list, counts: list[int]) -> None:
+        if self.kind == STRING:
+            values = list(map(_text, values))
         for value, n in zip(values, counts, strict=True):
             self._distinct.update(value)
             if self._frequent is not None:
@@ -133,8 +136,6 @@ class ColumnSketch:
     def merge(self, other: ColumnSketch) -> None:
         if other.kind != self.kind:
             raise ValueError(f"a {self.kind} column's sketch cannot take a {other.kind} one's")
-        self._flush()
-        other._flush()
         numbers = other.count - other.nans
         self.count += other.count
         self.nans += other.nans
@@ -157,7 +158,6 @@ class ColumnSketch:
             self._frequent.merge(other._frequent)
 
     def __getstate__(self) -> dict:
-        self._flush()
         state = {key: value for key, value in self.__dict__.items() if not key.startswith("_")}
         state["sketches"] = (
             self._quantiles.serialize(),
@@ -169,7 +169,6 @@ class ColumnSketch:
     def __setstate__(self, state: dict) -> None:
         quantiles, distinct, frequent = state.pop("sketches")
         self.__dict__.update(state)
-        self._buffer = []
         self._quantiles = datasketches.kll_doubles_sketch.deserialize(quantiles)
         self._distinct = None if distinct is None else datasketches.hll_sketch.deserialize(distinct)
         self._frequent = None if frequent is None else datasketches.frequent_strings_sketch.deserialize(frequent)
@@ -178,7 +177,6 @@ class ColumnSketch:
     def distinct(self) -> int:
         """The number of distinct values: exact within the bound, else estimated (never more than
         the values counted)."""
-        self._flush()
         if self.exact is not None:
             return len(self.exact)
         return min(self.count, round(self._distinct.get_estimate()))
@@ -187,7 +185,6 @@ class ColumnSketch:
         """Up to `n` (value, count) pairs, most common first (ties by value), values as text:
         exact within the bound; a string column's estimates past it; None for a number column
         past it."""
-        self._flush()
         if self.exact is not None:
             pairs = self.exact.items()
         elif self._frequent is not None:
@@ -195,17 +192,15 @@ class ColumnSketch:
             pairs = [(value, estimate) for value, estimate, _, _ in self._frequent.get_frequent_items(error)]
         else:
             return None
-        return sorted(((str(value), count) for value, count in pairs), key=lambda item: (-item[1], item[0]))[:n]
+        return sorted(((_text(value), count) for value, count in pairs), key=lambda item: (-item[1], item[0]))[:n]
 
     def quantiles(self, fractions: list[float]) -> list[float]:
         """The values at `fractions` of the numbers (NaNs left out); [] when there are none."""
-        self._flush()
         return [] if self._quantiles.is_empty() else list(self._quantiles.get_quantiles(fractions))
 
     def to_proto(self, name: str, records: int) -> statistics_pb2.FeatureNameStatistics:
         """The column's statistics in a split of `records` records: those without a value are its
         missing ones."""
-        self._flush()
         feature = statistics_pb2.FeatureNameStatistics(type=self.kind)
         feature.path.step.append(name)
         present = min(self.count, 1)
@@ -267,6 +262,11 @@ class ColumnSketch:
         for low, high in zip(edges, edges[1:], strict=False):
             histogram.buckets.add(low_value=low, high_value=high, sample_count=share)
         return histogram
+
+
+def _text(value: int | float | str | bytes) -> str:
+    """A value as text: bytes as the UTF-8 they hold."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _rank_histogram(histogram: statistics_pb2.RankHistogram, values: list[tuple[str, int]]) -> None:
