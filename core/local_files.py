@@ -1,11 +1,17 @@
-"""Opening a local input file without waiting or reading forever.
+"""Opening a local file without waiting or reading forever, or reading outside its folder: the
+one opener of every local file the user or a manifest names (`open_regular`).
 
 A FIFO's open waits for a writer, and a device read through a link (`x.csv -> /dev/zero`) never
-ends, so a run given one would hang: only regular files (or links to them) are input, and the
+ends, so a run given one would hang: only regular files (or links to them) are read, and the
 rest raise NotARegularFile, which callers turn into a dead letter or a refusal naming the file.
+A dataset's files (its manifest, shards, indexes, reports), a refresh root's LATEST and a lease
+are opened `inside` their folder: a link among them that leads out of it raises LeadsOutside, so
+that whoever may write DEST or ROOT cannot make a reader read, or quote, a file elsewhere. Inputs
+are read as the user who runs the job: their links are followed wherever they lead.
 A link whose target does not exist is named by `dangling`, for listings that would drop it.
-No Beam: the converting processes (transforms.image_convert) and the process entry, before Beam
-is imported (pipeline.unused_modules, reading the config file), open their files here too.
+No Beam: the converting processes (transforms.image_convert), the trainer (its manifest, the
+shards it hands to tf.data) and the process entry, before Beam is imported
+(pipeline.unused_modules, reading the config file), open their files here too.
 Settings files are read here (load_yaml), so every command refuses one that is not UTF-8 or not
 YAML in the same words, and one too large: a settings file is a few kB, and YAML's aliases let 1 kB
 stand for gigabytes ("billion laughs": `b: &b [*a, *a, ...]` nine levels deep), which every
@@ -30,7 +36,11 @@ _KINDS = (
 
 
 class NotARegularFile(OSError):
-    """A local input that is a FIFO, socket, device or folder, or a link to one."""
+    """A local file that is a FIFO, socket, device or folder, or a link to one."""
+
+
+class LeadsOutside(OSError):
+    """A file opened inside a folder whose path leads out of that folder's real path (a link)."""
 
 
 # A settings file is a few kB; this still holds a csv.schema of ten thousand columns, and the YAML
@@ -67,9 +77,15 @@ def dangling(path: str) -> str | None:
     return None
 
 
-def open_regular(path: str) -> BinaryIO:
+def open_regular(path: str, *, inside: str | None) -> BinaryIO:
     """`path` open for binary reading if it is a regular file (or a link to one), else
-    NotARegularFile saying what it is."""
+    NotARegularFile saying what it is. With `inside` (a folder), only if the file opened lies
+    below that folder's real path, else LeadsOutside naming where it leads; None for an input,
+    read as the user (module docstring): every caller says which. Never waits, and the file's
+    type and place are checked on what was opened, so a name swapped in between cannot slip past
+    either check. A refusal of an input is the reason alone (its caller names the input: a dead
+    letter, a refusal); one of a file inside a folder names the file and the fix, for readers
+    that say it as it comes (inspect, the trainer, a run's lease)."""
     try:
         # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer; regular
         # files read as they would without it.
@@ -77,16 +93,46 @@ def open_regular(path: str) -> BinaryIO:
     except OSError as e:  # a socket cannot be opened at all (ENXIO): say what it is
         reason = _stat_reason(path)
         if reason:
-            raise NotARegularFile(reason) from e
+            raise _refused(NotARegularFile, reason, path, inside) from e
         raise
     try:
-        reason = not_regular(path, os.fstat(handle).st_mode)
+        opened = os.fstat(handle)
+        reason = not_regular(path, opened.st_mode)
         if reason:
-            raise NotARegularFile(reason)
+            raise _refused(NotARegularFile, reason, path, inside)
+        if inside is not None:
+            _check_inside(path, opened, inside)
     except BaseException:
         os.close(handle)
         raise
     return open(handle, "rb")
+
+
+def check_regular(path: str, *, inside: str | None) -> None:
+    """open_regular's checks, for a file that another library opens by its name (TensorFlow's
+    tf.data, array_record): it is opened here first, and closed. The file may still be replaced
+    between this check and that library's open, by whoever may write its folder."""
+    open_regular(path, inside=inside).close()
+
+
+def _check_inside(path: str, opened: os.stat_result, folder: str) -> None:
+    """LeadsOutside unless the file `opened` (its fstat) is the one at `path`'s real path, and
+    that lies below `folder`'s real path."""
+    real, base = os.path.realpath(path), os.path.realpath(folder)
+    if os.path.commonpath([real, base]) != base:
+        raise _refused(LeadsOutside, f"leads out of {folder} to {real} through a link", path, folder)
+    there = os.stat(real)
+    if (there.st_dev, there.st_ino) != (opened.st_dev, opened.st_ino):
+        raise _refused(LeadsOutside, "was replaced by a link while it was opened", path, folder)
+
+
+def _refused(kind: type[OSError], reason: str, path: str, inside: str | None) -> OSError:
+    if inside is None:
+        return kind(reason)
+    return kind(
+        f"{path}: {reason} (each file of {inside} is read only as a regular file inside it: put the file "
+        "itself there, or remove it)"
+    )
 
 
 def load_yaml(path: str) -> Any:
@@ -94,7 +140,7 @@ def load_yaml(path: str) -> Any:
     (OSError when it cannot be read); NotYaml when it is not UTF-8 or not YAML, or longer than
     MAX_YAML_BYTES (never read past them). Decoded whole, so the offset of a bad byte is the
     file's, not that of a buffer."""
-    with open_regular(path) as f:
+    with open_regular(path, inside=None) as f:
         data = f.read(MAX_YAML_BYTES + 1)
     if len(data) > MAX_YAML_BYTES:
         raise NotYaml(f"is larger than {MAX_YAML_BYTES:,} bytes, the most a settings file may be (a few kB is usual)")

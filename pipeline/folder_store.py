@@ -55,7 +55,7 @@ RUN_FOLDER_PREFIXES = (STAGING_PREFIX, BEAM_TEMPORARY_PREFIX, SHARD_PARTS_FOLDER
 
 def committed_manifest(output: str) -> Manifest | None:
     """The manifest of the dataset committed in `output`, or None when there is none."""
-    text = storage.read_text(join(output, MANIFEST_NAME))
+    text = storage.read_text(join(output, MANIFEST_NAME), inside=output)
     return None if text is None else Manifest.from_json(text)
 
 
@@ -278,7 +278,7 @@ class FolderPublication:
         """This run's rejected manifest, wherever `publish` left it; None when there is none."""
         for folder in (self.folder, self.output):
             try:
-                found = read_rejected_manifest(folder, storage.read_text)
+                found = read_rejected_manifest(folder, storage.text_reader(self.output))
             except ManifestError:
                 continue
             if found is not None and found.run == self.run:

@@ -229,7 +229,7 @@ def _head(path: str) -> bytes | None:
     or None when they cannot be read (a GZIP stream that does not inflate, a file gone): the run
     says why."""
     try:
-        data = storage.read_start(path, SNIFF_BYTES)
+        data = storage.read_start(path, SNIFF_BYTES, inside=None)
         return (
             zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(data, SNIFF_BYTES)
             if storage.is_gzip(path)

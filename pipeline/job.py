@@ -133,6 +133,6 @@ def _committed(output: str, publication: Publication) -> Manifest:
 
 def _this_runs_manifest(output: str, publication: Publication) -> Manifest | None:
     """The manifest committed in `output`, if this run committed it."""
-    text = storage.read_text(join(output, MANIFEST_NAME))
+    text = storage.read_text(join(output, MANIFEST_NAME), inside=output)
     committed = Manifest.from_json(text) if text is not None else None
     return committed if committed is not None and committed.run == publication.run else None

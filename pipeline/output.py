@@ -64,6 +64,6 @@ def _prepare(output: str, overwrite: bool, took_over: Holder | None, fence: Fenc
 def _rejected_run_here(output: str) -> bool:
     """Whether `output` holds a rejected run's manifest (one that cannot be read is not one)."""
     try:
-        return read_rejected_manifest(output, storage.read_text) is not None
+        return read_rejected_manifest(output, storage.text_reader(output)) is not None
     except ManifestError:
         return False

@@ -222,7 +222,7 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
     parts, part = [], CsvPart(0, 0, None)
     cut = CSV_PART_BYTES if not storage.is_gzip(csv_uri) else None  # a GZIP stream is read from its start
     listing = progress.Phase("listing", "rows")
-    with storage.open_text(csv_uri, errors="surrogateescape") as text, _refused(ImageCsvLayoutError):
+    with storage.open_text(csv_uri, errors="surrogateescape", inside=None) as text, _refused(ImageCsvLayoutError):
         records = CsvRecords(text)
         csv_rows = image_csv_rows(
             records, csv_uri, c.uri_column, c.label_column, c.split_column, config.split_fractions, roots

@@ -10,6 +10,7 @@ import os
 
 from core import storage
 from core.contract.layout import MANIFEST_NAME, join
+from core.local_files import LeadsOutside, NotARegularFile
 from pipeline.config import Config
 from pipeline.flags import ALLOW_OTHER_FILES
 from pipeline.folder_store import not_from_runs
@@ -109,6 +110,8 @@ def take_lease(lease: Lease) -> Holder | None:
     """`lease.acquire()`, with a failure to write the output said in one line."""
     try:
         return lease.acquire()
+    except (NotARegularFile, LeadsOutside) as e:  # planted under its name: the message names it
+        raise PreflightError(f"cannot take the output's lease: {e}") from e
     except OSError as e:
         raise PreflightError(f"cannot write to the output: {lease.path}: {e.strerror or e}") from e
     except Exception as e:  # google.api_core errors: Forbidden, NotFound, ...

@@ -188,7 +188,7 @@ def first_errors(dest: str, manifest: Manifest, limit: int = FIRST_ERRORS_SHOWN)
         if len(letters) >= limit:
             break
         try:
-            with storage.open_text(join(dest, name), errors="replace") as lines:
+            with storage.open_text(join(dest, name), errors="replace", inside=dest) as lines:
                 for line in itertools.islice(lines, SCANNED_LINES):
                     if not line.strip():
                         continue

@@ -22,6 +22,7 @@ from core.contract import tf_import
 from core.contract.features import parse_spec
 from core.contract.layout import join
 from core.contract.manifest import Manifest
+from core.local_files import LeadsOutside, NotARegularFile
 from core.tfrecord_framing import FRAMING_BYTES
 from pipeline.shard_check import index_text
 from pipeline.shard_records import read_shard
@@ -159,7 +160,7 @@ def verify(dest: str, manifest: Manifest) -> Verification:
                 continue
             count, batch, framed = 0, [], []
             try:
-                for offset, data in read_shard(path, manifest.compression, manifest.file_format):
+                for offset, data in read_shard(path, manifest.compression, manifest.file_format, inside=dest):
                     framed.append((offset, len(data) + FRAMING_BYTES))
                     batch.append((count, data))
                     count += 1
@@ -168,6 +169,8 @@ def verify(dest: str, manifest: Manifest) -> Verification:
                         batch = []
             except RecordError as e:
                 result.problem(f"{shard}: record {e.record}: {e.message}")
+            except (NotARegularFile, LeadsOutside) as e:  # the message names the shard's path
+                result.problem(str(e))
             except OSError as e:
                 result.problem(f"{shard}: cannot read: {type(e).__name__}: {e}")
             if batch:
@@ -214,7 +217,11 @@ def _check_shard_lengths(split, result: Verification) -> None:
 
 def _check_index(dest: str, index: str, framed: list[tuple[int, int]], result: Verification) -> None:
     """The shard's index file says exactly where each record is, as read."""
-    text = storage.read_text(join(dest, index))
+    try:
+        text = storage.read_text(join(dest, index), inside=dest)
+    except (NotARegularFile, LeadsOutside) as e:  # the message names the file
+        result.problem(str(e))
+        return
     if text is None:
         result.problem(f"{index}: index listed in the manifest but missing")
     elif text != index_text(framed):
@@ -273,7 +280,11 @@ def _check_stray_shards(dest: str, manifest: Manifest, result: Verification) -> 
 def _check_error_files(dest: str, manifest: Manifest, result: Verification) -> None:
     lines = 0
     for name in manifest.error_files:
-        text = storage.read_text(join(dest, name), errors="replace")
+        try:
+            text = storage.read_text(join(dest, name), errors="replace", inside=dest)
+        except (NotARegularFile, LeadsOutside) as e:  # the message names the file
+            result.problem(str(e))
+            continue
         if text is None:
             result.problem(f"{name}: error report listed in the manifest but missing")
             continue

@@ -35,7 +35,7 @@ _OWN_FILES = (LATEST_NAME, LEASE_NAME)  # ROOT's files, besides the version fold
 
 def latest_version(root: str) -> str | None:
     """The version ROOT/LATEST names, or None when there is none."""
-    return read_pointer(root, storage.read_text)
+    return read_pointer(root, storage.text_reader(root))
 
 
 def version_states(root: str) -> dict[str, str]:
@@ -172,7 +172,7 @@ class VersionPublication:
 
     def rejected(self) -> Manifest | None:
         try:
-            return read_rejected_manifest(self.folder, storage.read_text)
+            return read_rejected_manifest(self.folder, storage.text_reader(self.root))
         except ManifestError:
             return None
 

@@ -19,6 +19,7 @@ import json
 import tensorflow as tf
 
 from trainer.errors import ModelDirError
+from trainer.manifest_io import read_text
 
 SPEC_NAME = "model.json"
 COMPARED = ("model", "task", "label", "classes", "features", "string_buckets")
@@ -35,14 +36,13 @@ def check(model_dir: str, spec: dict) -> str | None:
     latest = latest_checkpoint(model_dir)
     if latest is None:
         return None
-    path = tf.io.gfile.join(model_dir, SPEC_NAME)
-    if not tf.io.gfile.exists(path):
+    text = read_text(tf.io.gfile.join(model_dir, SPEC_NAME), inside=model_dir)
+    if text is None:
         return latest
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            recorded = json.loads(f.read())
-        except json.JSONDecodeError:
-            recorded = {}
+    try:
+        recorded = json.loads(text)
+    except json.JSONDecodeError:
+        recorded = {}
     differences = [
         f"its {key} {_shown(recorded.get(key))}, this run's {_shown(spec.get(key))}"
         for key in COMPARED

@@ -59,7 +59,7 @@ class Job:
 def plan_job(args: argparse.Namespace) -> Job:
     """Read the manifest and check the flags against it; raises TrainerError subclasses."""
     data = manifest_io.resolve_data(args.data)
-    manifest = manifest_io.load_manifest(data)
+    manifest = manifest_io.load_manifest(data, inside=args.data)
     manifest_io.split_info(manifest, args.train_split)
     eval_split = manifest_io.eval_split(manifest, args.eval_split)
     manifest_io.split_info(manifest, eval_split)

@@ -602,9 +602,9 @@ class _ParseImageCsvRows(_Route):
         csv_uri, layout_row = self._csv_uri, None
         if part.start:
             self._check_size()
-            with storage.open_text(csv_uri, errors="surrogateescape") as text:
+            with storage.open_text(csv_uri, errors="surrogateescape", inside=None) as text:
                 layout_row = first_layout_row(CsvRecords(text))
-        with storage.open_text(csv_uri, errors="surrogateescape", start=part.start) as text:
+        with storage.open_text(csv_uri, errors="surrogateescape", start=part.start, inside=None) as text:
             records = CsvRecords(text, start=part.start, line=part.line, end=part.end)
             rows = image_csv_rows(records, csv_uri, *self._args, layout_row=layout_row)
             for row in progress.counted(rows, self._listing):

@@ -246,7 +246,7 @@ def _read_head(uri: str) -> tuple[str, bool]:
     """A CSV file's first line (at most HEADER_LIMIT characters, else ValueError) and up to
     HEAD_LINES more within HEAD_LIMIT characters, never reading a line past either; and whether
     that is the whole file (if not, its last record may be cut: a quoted field spanning lines)."""
-    with storage.open_text(uri, errors="surrogateescape") as text:
+    with storage.open_text(uri, errors="surrogateescape", inside=None) as text:
         first = text.readline(HEADER_LIMIT + 1)
         if len(first) > HEADER_LIMIT:
             raise ValueError(f"its first line is longer than {HEADER_LIMIT:,} characters, the most a header may hold")
@@ -366,7 +366,7 @@ class ReadCsvRows(beam.DoFn):
         key = relative_key(self._root, path) if path.startswith(self._root.rstrip("/") + "/") else path
         read = _FileRead(self._reading, metadata.size_in_bytes)
         try:
-            with storage.open_text(path, errors="surrogateescape") as text:
+            with storage.open_text(path, errors="surrogateescape", inside=None) as text:
                 read.watch(text)
                 first_limit = HEADER_LIMIT if self._header else CSV_ROW_LIMIT
                 yield from self._rows(path, key, bounded_rows(text, self._delimiter, first_limit), read)

@@ -7,7 +7,10 @@ problem, naming its shard and record; `--contact_sheet` draws sample images (pip
 
 DEST may be a refresh ROOT: inspect follows ROOT/LATEST to the version it names, as the trainer
 does. A folder holding only manifest.rejected.json (a run that must not be trusted) is shown as
-REJECTED with its reasons and exits 1; --verify refuses it in one line and exits 1.
+REJECTED with its reasons and exits 1; --verify refuses it in one line and exits 1. Every file is
+read as a regular file inside DEST (core.local_files.open_regular): a FIFO, a device, or a link out
+of DEST (a version folder's included) is refused in one line, or, among the shards and reports,
+named as a problem.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from core.contract.layout import ARRAY_RECORD
 from core.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
 from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
 from core.contract.versions import LatestPointerError, resolve_dataset
+from core.local_files import LeadsOutside, NotARegularFile
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
 from pipeline.flags import DEBUG_HELP, OneLineParser, command_name
 from pipeline.report import dataset_summary, errors_text, rejected_summary
@@ -78,7 +82,7 @@ def _verify(dest: str, manifest: Manifest) -> int:
 def _resolve(path: str) -> str:
     """The folder to inspect: `path`, or the version its LATEST names when `path` is a refresh
     root, so inspect reads the dataset the trainer would read from the same path."""
-    folder = resolve_dataset(path, storage.read_text)
+    folder = resolve_dataset(path, storage.text_reader(path))
     if folder != path:
         print(f"{path.rstrip('/')}/LATEST names version {storage.basename(folder)}: inspecting {folder}")
     return folder
@@ -113,7 +117,7 @@ def main(argv: list[str]) -> int:
             return 2
     try:
         folder = _resolve(args.dest)
-        manifest = read_manifest(folder, storage.read_text)
+        manifest = read_manifest(folder, storage.text_reader(args.dest))
         print(dataset_summary(folder, manifest))
         for warning in unlisted_warnings(folder, manifest):
             print(f"  warning: {warning}")
@@ -128,7 +132,7 @@ def main(argv: list[str]) -> int:
         return status
     except ManifestRejectedError as e:
         return _rejected(folder, e.manifest, args)
-    except (ManifestError, LatestPointerError, ContactSheetError) as e:
+    except (ManifestError, LatestPointerError, ContactSheetError, NotARegularFile, LeadsOutside) as e:
         missing = not storage.is_remote(args.dest) and not os.path.exists(args.dest)
         print(f"error: {args.dest} does not exist" if missing else f"error: {e}", file=sys.stderr)
         return 2

@@ -93,7 +93,7 @@ def previous_manifest(root: str, version: str | None) -> Manifest | None:
     if version is None:
         return None
     try:
-        return read_manifest(join(root, version), storage.read_text)
+        return read_manifest(join(root, version), storage.text_reader(root))
     except ManifestError as e:  # missing or unreadable: LATEST names a version we cannot compare with
         _LOG.warning("cannot use the manifest of the version LATEST names (%s): refreshing", e)
         return None
