@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # Training job image: TensorFlow and the trainer (python -m trainer --data ROOT_OR_DATASET ...).
 # The trainer follows ROOT/LATEST (core.contract.versions.resolve_dataset). From the job it
-# needs only the dataset contract (core/contract/) and the opener of local files
-# (core/local_files.py), plain Python, so no Beam is installed.
+# needs only the dataset contract (core/contract/), the opener of local files
+# (core/local_files.py) and the escaper of what it prints (core/shown.py), plain Python, so no
+# Beam is installed.
 # VARIANT picks the TensorFlow build, nothing else differs:
 #   cpu  tensorflow                      (tests, small runs)
 #   gpu  tensorflow[and-cuda]            (CUDA/cuDNN from pip wheels; needs the host's NVIDIA driver)
@@ -26,7 +27,7 @@ RUN case "${VARIANT}" in \
 WORKDIR /app
 COPY core/__init__.py core/
 COPY core/contract/ core/contract/
-COPY core/local_files.py core/
+COPY core/local_files.py core/shown.py core/
 COPY trainer/ trainer/
 ENV PYTHONPATH=/app PYTHONUNBUFFERED=1
 RUN python -c "import tensorflow as tf, trainer.train, core.contract.versions; assert tf.__version__ == '${TENSORFLOW_VERSION}', tf.__version__"

@@ -6,6 +6,9 @@ decides what Beam may import (pipeline.unused_modules) before it imports this mo
 Without `--debug` (accepted anywhere on the line) every log record is one line, tracebacks
 included (Beam logs a failing bundle's traceback at each retry), and an unexpected error ends
 the command with one line and exit 3 (pipeline.job's exit codes); with it, everything in full.
+Either way a record's message is printable (core.shown.printing): a name in it that holds a
+newline or an escape sequence shows them escaped, so it neither forges a line nor drives the
+terminal.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import logging
 import sys
 from collections.abc import Callable
 
+from core.shown import printing
 from pipeline.flags import COMMANDS, DEBUG_FLAG
 from pipeline.job import EXIT_FAILED
 from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas
@@ -64,8 +68,7 @@ class QuietStops(logging.Filter):
 def _set_up_logging(debug: bool) -> None:
     logging.basicConfig(
         level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=[progress.ConsoleHandler(sys.stderr)],  # on a terminal, records go above the bars
+        handlers=[printing(progress.ConsoleHandler(sys.stderr))],  # on a terminal, records go above the bars
     )
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     logging.getLogger(HideInMemoryWorkersWarning.LOGGER).addFilter(HideInMemoryWorkersWarning())
@@ -99,7 +102,9 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
     except Exception as e:
         if debug:
             raise
-        _LOG.error("%s: %s", type(e).__name__, str(e).strip() or "(no message)")
+        # Its lines joined here (first_line), as the record's arguments are escaped whole before
+        # OneLine reads the message; exc_info: OneLine says --debug shows the rest.
+        _LOG.error("%s: %s", type(e).__name__, first_line(str(e).strip() or "(no message)"), exc_info=True)
         return EXIT_FAILED
     finally:
         progress.close_all()

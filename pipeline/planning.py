@@ -31,6 +31,7 @@ from core import storage
 from core.contract.layout import GZIP, TFRECORD, ShardedFileTemplate, join, record_files
 from core.contract.manifest import Listing
 from core.local_files import NotARegularFile
+from core.shown import quoted
 from pipeline.config import Config, CsvConfig
 from pipeline.image_csv_plan import RowTable, found_images, names_of
 from pipeline.listing_digest import ListingDigest
@@ -319,7 +320,7 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
             f"csv.schema names columns the data lacks: {shown(sorted(undeclared))} (header: {shown(columns)})"
         )
     if config.csv.delimiter != dialect.delimiter:
-        _LOG.info("%s: its fields are separated by %r (csv.delimiter: auto)", first, dialect.delimiter)
+        _LOG.info("%s: its fields are separated by %s (csv.delimiter: auto)", first, quoted(dialect.delimiter))
     warnings = header_warnings(dialect, columns, bool(config.csv.columns)) if config.csv.header == AUTO else []
     paths = image_path_columns(first, columns, dialect, config.image.extensions)
     if paths:

@@ -14,9 +14,9 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "pipeline", "transforms", "trainer")
 # Which packages each may import, bottom up: core/ is shared, transforms/ are the Beam steps,
-# pipeline/ is the application; the trainer takes only the dataset contract and the one opener
-# of local files (TRAINER_CORE).
-TRAINER_CORE = ("core.contract", "core.local_files")
+# pipeline/ is the application; the trainer takes only the dataset contract, the one opener of
+# local files and the escaper of what it prints (TRAINER_CORE).
+TRAINER_CORE = ("core.contract", "core.local_files", "core.shown")
 MAY_IMPORT = {
     "core": ("core",),
     "transforms": ("core", "transforms"),

@@ -250,8 +250,8 @@ def test_training_image_pins_tensorflow_and_varies_only_by_build_arg(dockerfiles
         assert re.search(rf"{variant}\) pip install [^;]*\"{re.escape(package)}{pins['tensorflow']}\"", run), variant
     copied = set(training.copied().values())
     assert "trainer/" in copied
-    # Of the job, what the trainer imports: the dataset contract and the opener of local files.
-    assert copied - {"trainer/"} == {"core/__init__.py", "core/contract/", "core/local_files.py"}
+    # Of the job, what the trainer imports: the dataset contract, the opener of local files, the escaper.
+    assert copied - {"trainer/"} == {"core/__init__.py", "core/contract/", "core/local_files.py", "core/shown.py"}
     assert training.all("ENTRYPOINT")[-1].words == ["python", "-m", "trainer"]
 
 
