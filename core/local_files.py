@@ -137,28 +137,56 @@ def _refused(kind: type[OSError], reason: str, path: str, inside: str | None) ->
 
 def load_yaml(path: str) -> Any:
     """The YAML document in the settings file at `path` (None when empty), opened by open_regular
-    (OSError when it cannot be read); NotYaml when it is not UTF-8 or not YAML, or longer than
-    MAX_YAML_BYTES (never read past them). Decoded whole, so the offset of a bad byte is the
-    file's, not that of a buffer."""
+    (OSError when it cannot be read); NotYaml when it is not UTF-8 text, is a key (a PEM file, a
+    JSON key: core.file_signatures), is not YAML, or is longer than MAX_YAML_BYTES (never read
+    past them). What it is is named, and where it goes wrong, never its content: a key given as
+    --config by mistake must not reach a terminal or a log. Decoded whole, so the offset of a bad
+    byte is the file's, not that of a buffer."""
+    from core.file_signatures import binary_kind, key_kind, what_it_is  # here only: the trainer reads no settings
+
     with open_regular(path, inside=None) as f:
         data = f.read(MAX_YAML_BYTES + 1)
     if len(data) > MAX_YAML_BYTES:
         raise NotYaml(f"is larger than {MAX_YAML_BYTES:,} bytes, the most a settings file may be (a few kB is usual)")
+    binary = binary_kind(data[:_HEAD_BYTES])
+    if binary:
+        raise NotYaml(f"is {binary}, not YAML text in UTF-8: give the settings file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise NotYaml(f"is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} (line {line})") from e
+        raise NotYaml(
+            f"is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} (line {line}); it is "
+            f"{what_it_is(data[:_HEAD_BYTES])}"
+        ) from e
+    key = key_kind(text[:_HEAD_BYTES])
+    if key:
+        raise NotYaml(f"is {key}, not a settings file (YAML): give the settings file, and keep the key out of --config")
     return parse_yaml(text)
+
+
+_HEAD_BYTES = 4096  # of a settings file, that tell what it is
+# What each kind of YAML error means, for a refusal that says where it is and never quotes the
+# file: a YAML error's own message holds a snippet of the text, and its problem may quote a tag or
+# an alias name, which in a file that is not settings could be anything (a key).
+_YAML_PROBLEMS = (
+    ("ScannerError", "a character YAML cannot read there (a tab for indentation, an unclosed quote?)"),
+    ("ParserError", "a structure YAML cannot parse (an unclosed bracket, a key without its colon?)"),
+    ("ComposerError", "an alias (*name) without its anchor (&name), or an anchor named twice"),
+    ("ConstructorError", "a value the safe loader does not build (a !!python tag, a list as a key?)"),
+    ("ReaderError", "a control character YAML does not allow"),
+)
 
 
 def parse_yaml(text: str) -> Any:
     """The YAML value of `text`; NotYaml, on one line, when it is not YAML or its document, aliases
-    expanded, would hold more than MAX_YAML_NODES nodes (checked before any value is built)."""
+    expanded, would hold more than MAX_YAML_NODES nodes (checked before any value is built). The
+    refusal names the kind of problem and its line and column, and quotes nothing of `text`."""
     import yaml  # here only: the converting processes import this module and read no YAML
 
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # which reads the text's first characters: a ReaderError too
         document = loader.get_single_node()
         if document is None:
             return None
@@ -171,11 +199,25 @@ def parse_yaml(text: str) -> Any:
         return loader.construct_document(document)
     except NotYaml:
         raise
-    # ValueError: an integer of more digits than Python converts (4,300), ...
-    except (yaml.YAMLError, ValueError) as e:
-        raise NotYaml(f"is not valid YAML: {' '.join(str(e).split())}") from e
+    except yaml.MarkedYAMLError as e:  # its text quotes the file: only its kind and place are told
+        raise NotYaml(
+            f"is not valid YAML: {_yaml_problem(e.__class__.__name__, e.problem_mark or e.context_mark)}"
+        ) from e
+    except yaml.reader.ReaderError as e:
+        raise NotYaml(f"is not valid YAML: {_yaml_problem('ReaderError', None)} at character {e.position + 1:,}") from e
+    except yaml.YAMLError as e:
+        raise NotYaml(f"is not valid YAML: {_yaml_problem(e.__class__.__name__, None)}") from e
+    except ValueError as e:  # an integer of more digits than Python converts (4,300), ...
+        raise NotYaml("is not valid YAML: a value Python cannot convert (an integer of thousands of digits?)") from e
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
+
+
+def _yaml_problem(kind: str, mark) -> str:
+    """What a YAML error of class `kind` means, in words of our own, and where (its mark, if any)."""
+    problem = next((words for name, words in _YAML_PROBLEMS if name == kind), "text YAML cannot read")
+    return problem if mark is None else f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
 
 
 def yaml_nodes(document, limit: int) -> int:

@@ -19,8 +19,8 @@ a header, a settings value) only through `quoted`: as a literal, escaped, each s
 QUOTED_CHARACTERS and a sequence to its first QUOTED_ITEMS, and only text established to be
 text: a string holding bytes that were not UTF-8 (CSV rows are read with surrogate escapes) is
 described by its length, never quoted. Bytes are never quoted: a file that should be text and is
-not is named by its kind (core.file_signatures). A settings file that failed to parse is quoted
-not at all (core.local_files.load_yaml).
+not is named by its kind (core.file_signatures). A settings file that failed to parse, or that is
+a key given as settings, is quoted not at all (core.local_files.load_yaml).
 """
 
 from __future__ import annotations

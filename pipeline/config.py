@@ -15,7 +15,6 @@ import difflib
 import os
 import pathlib
 import re
-import reprlib
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -27,6 +26,7 @@ from core.contract.features import DEFAULT_IMAGE_KEYS
 from core.contract.layout import ARRAY_RECORD, FILE_FORMATS, TFRECORD
 from core.contract.manifest import KINDS
 from core.local_files import NotYaml, load_yaml
+from core.shown import quoted
 from pipeline.flags import CONVERT_FLAGS
 from pipeline.lease import LEASE_SECONDS
 from pipeline.sharding import MAX_SHARD_MIB, MAX_SHARDS, ShardConfig
@@ -377,11 +377,9 @@ _SHOULD = {
 
 
 # A refusal names this many problems at most (a list of 60,000 bad values is 60,000 problems), and
-# shows a bad value by its start, never a whole long string or nested structure (an expanded YAML
-# alias may hold a million values).
+# shows a bad value as core.shown.quoted does: by its start, never a whole long string or nested
+# structure (an expanded YAML alias may hold a million values).
 _PROBLEMS_SHOWN = 10
-_SHOWN = reprlib.Repr()
-_SHOWN.maxstring, _SHOWN.maxlong, _SHOWN.maxother, _SHOWN.maxlevel = 120, 40, 120, 2
 
 
 def _describe(error: Mapping[str, Any], path: str | None, values: Mapping, overrides: Mapping) -> str:
@@ -408,7 +406,7 @@ def _describe(error: Mapping[str, Any], path: str | None, values: Mapping, overr
     else:
         problem = _SHOULD.get(error["type"]) or error["msg"].replace("Input should", "should", 1)
     value = error["input"]
-    got = f"got {_SHOWN.repr(value)}" + (" (a string)" if isinstance(value, str) else "")
+    got = f"got {quoted(value)}" + (" (a string)" if isinstance(value, str) else "")
     return f"{where}: {key + ': ' if key else ''}{problem}, {got}"
 
 

@@ -29,12 +29,13 @@ from core import storage
 from core.contract.layout import MANIFEST_NAME
 from core.file_signatures import binary_kind
 from core.local_files import dangling, not_regular
+from core.shown import quoted
 from pipeline.config import Config
 from pipeline.flags import command_name
 from transforms.csv_dialect import DialectError, choose_delimiter
 from transforms.sources import ImageCsvLayoutError, csv_layout, extension_of
 from transforms.splits import SPLIT_NAMES
-from transforms.tabular import hidden_match, image_columns, shown
+from transforms.tabular import hidden_match, image_columns
 
 FOLDER_ENTRIES = 1000  # a folder's entries looked at, at most
 SNIFF_BYTES = 64 << 10  # of a file, read to tell an image CSV from a table
@@ -206,14 +207,14 @@ def _csv_shape(rows: list[list[str]], config: Config) -> Shape:
     header = [cell.strip() for cell in rows[0]]
     extensions = config.image.extensions
     if columns.uri_column in header:
-        return Shape(f"a CSV file of image URIs (header {shown(header)})", ("image_csv",))
+        return Shape(f"a CSV file of image URIs (header {quoted(header)})", ("image_csv",))
     try:
         uri_at = csv_layout(rows[0], "", columns.uri_column, columns.label_column, columns.split_column).uri_at
     except ImageCsvLayoutError:  # a header of other names: image URIs if a column of them holds image files
         named = [header[i] for i in image_columns(rows[1:], extensions) if i < len(header)]
         if named:
-            return Shape(f"a CSV file of image URIs (header {shown(header)}, images in {named[0]!r})", ("image_csv",))
-        return Shape(f"a tabular CSV file ({len(header):,} columns: {shown(header)})", ("csv",))
+            return Shape(f"a CSV file of image URIs (header {quoted(header)}, images in {named[0]!r})", ("image_csv",))
+        return Shape(f"a tabular CSV file ({len(header):,} columns: {quoted(header)})", ("csv",))
     naming = sum(1 for row in rows if uri_at < len(row) and extension_of(row[uri_at].strip()) in extensions)
     if 2 * naming >= len(rows):
         return Shape(
@@ -221,7 +222,7 @@ def _csv_shape(rows: list[list[str]], config: Config) -> Shape:
             ("image_csv",),
         )
     columns_named = f"{len(header):,} column{'' if len(header) == 1 else 's'}"
-    return Shape(f"a tabular CSV file ({columns_named}: {shown(header)})", ("csv",))
+    return Shape(f"a tabular CSV file ({columns_named}: {quoted(header)})", ("csv",))
 
 
 def _head(path: str) -> bytes | None:

@@ -50,7 +50,7 @@ from transforms.folder_layout import (
 from transforms.outcomes import DeadLetter, Skipped, Source
 from transforms.sources import ClassFolders, CsvRow, ImageCsvLayoutError, Roots, image_csv_rows, printable_path
 from transforms.splits import misspelt
-from transforms.tabular import MAX_COLUMNS, hidden_match, image_path_columns, read_header, shown
+from transforms.tabular import MAX_COLUMNS, hidden_match, image_path_columns, read_header
 
 _LOG = logging.getLogger(__name__)
 SOURCES_PER_PERMUTE_BUCKET = 100_000
@@ -304,20 +304,20 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     unnamed = [number for number, name in enumerate(columns, 1) if not name.strip()]
     if unnamed:
         raise PlanError(
-            f"{first}: its header leaves column(s) {shown(unnamed)} (counting from 1) without a name, which every "
+            f"{first}: its header leaves column(s) {quoted(unnamed)} (counting from 1) without a name, which every "
             "column needs as its feature's key (a pandas index, written by to_csv without index=False?): name them, "
             "or write the files without them"
         )
     repeated = sorted(name for name, count in collections.Counter(columns).items() if count > 1)
     if repeated:
         raise PlanError(
-            f"{first}: its header names column(s) {shown(repeated)} more than once; each column is the feature of its "
+            f"{first}: its header names column(s) {quoted(repeated)} more than once; each column is the feature of its "
             "name, so all but one of them would be lost: rename them"
         )
     undeclared = set(config.csv.schema) - set(columns)
     if undeclared:
         raise PlanError(
-            f"csv.schema names columns the data lacks: {shown(sorted(undeclared))} (header: {shown(columns)})"
+            f"csv.schema names columns the data lacks: {quoted(sorted(undeclared))} (header: {quoted(columns)})"
         )
     if config.csv.delimiter != dialect.delimiter:
         _LOG.info("%s: its fields are separated by %s (csv.delimiter: auto)", first, quoted(dialect.delimiter))
@@ -325,7 +325,7 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     paths = image_path_columns(first, columns, dialect, config.image.extensions)
     if paths:
         warnings.append(
-            f"column(s) {shown(paths)} hold paths of image files, which a table stores as text: to convert the "
+            f"column(s) {quoted(paths)} hold paths of image files, which a table stores as text: to convert the "
             "images they name, give the CSV with --kind image_csv"
         )
     label = config.csv.label
@@ -334,7 +334,7 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
         raise PlanError(
             f"--label (csv.label) names column {label!r}, which {first} lacks"
             + (f": did you mean {close[0]!r}?" if close else "")
-            + f" (columns: {shown(columns)})"
+            + f" (columns: {quoted(columns)})"
         )
     label = (LABEL_COLUMN if LABEL_COLUMN in columns else "") if label == AUTO else label
     total = digest.bytes

@@ -11,13 +11,13 @@ import os
 from core import storage
 from core.contract.layout import MANIFEST_NAME, join
 from core.local_files import LeadsOutside, NotARegularFile
+from core.shown import quoted
 from pipeline.config import Config
 from pipeline.flags import ALLOW_OTHER_FILES
 from pipeline.folder_store import not_from_runs
 from pipeline.input_shape import input_shape, mismatch
 from pipeline.lease import Holder, Lease
 from pipeline.version_store import not_from_refreshes
-from transforms.tabular import shown
 
 # What gives this process Google Cloud credentials, where it found none.
 _CREDENTIALS_FIX = (
@@ -99,7 +99,7 @@ def check_other_refresh_files(root: str, allowed: bool) -> None:
 def _refuse_others(output: str, others: list[str], which: str, why: str) -> None:
     """Refuses `output` for the names in `others`, FIRST_NAMES of them shown (escaped: shown)."""
     if others:
-        names = ("such as " if len(others) > FIRST_NAMES else "") + shown(others[:FIRST_NAMES])
+        names = ("such as " if len(others) > FIRST_NAMES else "") + quoted(others[:FIRST_NAMES])
         raise PreflightError(
             f"output {output} holds {len(others):,} file(s) or folder(s) {which}, {names}: {why}; choose a new or "
             f"empty folder for --output, or pass --{ALLOW_OTHER_FILES} to write beside them (they stay as they are)"

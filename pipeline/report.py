@@ -218,10 +218,16 @@ def _whole_file(letter: dict) -> tuple[str, str] | None:
 
 
 def _letter(report: str, line: str) -> dict:
+    """A line of an error report as its dead letter; a line that is not one (the report was cut, or
+    is not the run's) is described by its length, never quoted: what it holds is unknown."""
     try:
-        return json.loads(line)
+        letter = json.loads(line)
     except json.JSONDecodeError:
-        return {"source": report, "stage": "?", "reason": f"unreadable line: {line.strip()[:80]}"}
+        letter = None
+    if isinstance(letter, dict):
+        return letter
+    reason = f"unreadable line of {len(line.strip()):,} characters, not a dead letter"
+    return {"source": report, "stage": "?", "reason": reason}
 
 
 def error_lines(dest: str, manifest: Manifest) -> list[str]:

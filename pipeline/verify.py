@@ -23,11 +23,11 @@ from core.contract.features import parse_spec
 from core.contract.layout import join
 from core.contract.manifest import Manifest
 from core.local_files import LeadsOutside, NotARegularFile
+from core.shown import quoted
 from core.tfrecord_framing import FRAMING_BYTES
 from pipeline.shard_check import index_text
 from pipeline.shard_records import read_shard
 from pipeline.tfrecord_reader import RecordError
-from transforms.tabular import shown
 
 _LOG = logging.getLogger(__name__)
 
@@ -259,7 +259,7 @@ def unlisted_warnings(dest: str, manifest: Manifest) -> list[str]:
     """What `inspect` says of unlisted_matches: per split, which files a globbing reader would read."""
     warnings = []
     for split, names in unlisted_matches(dest, manifest).items():
-        shown_names = ("such as " if len(names) > FIRST_UNLISTED else "") + shown(names[:FIRST_UNLISTED])
+        shown_names = ("such as " if len(names) > FIRST_UNLISTED else "") + quoted(names[:FIRST_UNLISTED])
         warnings.append(
             f"{join(dest, split)}-* also matches {len(names):,} file(s) the manifest does not list, {shown_names}: a "
             f"reader that globs it reads them as records of split {split} (and fails on any that is not one); "

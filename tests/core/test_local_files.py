@@ -62,7 +62,9 @@ def test_a_missing_file_is_still_file_not_found(tmp_path):
 def test_a_settings_file_that_is_not_utf8_names_the_byte_where_the_file_has_it(tmp_path):
     """Past the first read buffer too: the offset is the file's."""
     (tmp_path / "s.yaml").write_bytes(b"# padding\n" * 1000 + b"kind: \xe9\n")
-    with pytest.raises(NotYaml, match=r"^is not UTF-8 text: byte 0xe9 at offset 10006 \(line 1001\)$"):
+    with pytest.raises(
+        NotYaml, match=r"^is not UTF-8 text: byte 0xe9 at offset 10006 \(line 1001\); it is text in another encoding"
+    ):
         load_yaml(str(tmp_path / "s.yaml"))
 
 
