@@ -172,6 +172,20 @@ def test_names_with_control_characters_never_forge_a_line_or_reach_the_terminal(
     assert printable(names[0]) in runs[2].stdout  # the label, escaped, in inspect's table
 
 
+def test_a_newline_an_escape_sequence_and_a_bidi_override_show_escaped_in_the_summary_and_inspect(tmp_path):
+    """The named case: class folders and a file named with each, run as processes."""
+    names = ["a\nb", "c\x1b[2Jd", "e\u202ef"]
+    folder = _class_folders(tmp_path, names)
+    converted, rejected, inspected = _runs(folder, tmp_path / "out")
+    broken = f"{folder}/{names[0]}/{names[2]}.jpg"  # the file that is not an image: the first errors name it
+    assert printable(broken) == f"{tmp_path}/ina\\nb/a\\nb/e\\u202ef.jpg"
+    for run in (converted, rejected, inspected):
+        assert any(printable(broken) in line for line in run.stdout.splitlines()), run.stdout
+        assert not any(character in run.stdout + run.stderr for character in "\x1b\u202e\r"), run.stdout
+    labels = [line for line in inspected.stdout.splitlines() if "a\\nb" in line or "c\\x1b[2Jd" in line]
+    assert labels, inspected.stdout
+
+
 def _table(folder: pathlib.Path, columns: list[str], labels: list[str]) -> pathlib.Path:
     """A CSV whose column names and labels are given: a column of numbers but for one value,
     which the manifest warns of, naming the column and the value."""
