@@ -54,7 +54,13 @@ CONTENT_EXCEPTIONS = frozenset(
     }
 )
 # The modules that read CSV cells: every value they put in a message goes through quoted.
-CELL_MODULES = ("transforms.tabular", "transforms.csv_numbers", "transforms.label_column", "transforms.sources")
+CELL_MODULES = (
+    "transforms.csv_dialect",
+    "transforms.tabular",
+    "transforms.csv_numbers",
+    "transforms.label_column",
+    "transforms.sources",
+)
 
 
 def _dotted(node: ast.expr) -> str:
