@@ -140,7 +140,7 @@ class ImageConfig(pydantic.BaseModel):
         for extension in extensions:
             dotted = "." + extension.strip().lower().removeprefix(".")
             if not _EXTENSION.fullmatch(dotted):
-                raise ValueError(f"{extension!r} is not a file extension like .jpg (one suffix, no wildcards)")
+                raise ValueError(f"{quoted(extension)} is not a file extension like .jpg (one suffix, no wildcards)")
             if dotted not in normalised:
                 normalised.append(dotted)
         return tuple(normalised)
@@ -174,7 +174,7 @@ class ImageCsvConfig(pydantic.BaseModel):
     def _folders(cls, roots: tuple[str, ...]) -> tuple[str, ...]:
         for root in roots:
             if "://" in root and not re.fullmatch(r"gs://[^/]+(/.*)?", root):
-                raise ValueError(f"{root!r} is neither a local folder nor a gs:// prefix (gs://bucket/folder)")
+                raise ValueError(f"{quoted(root)} is neither a local folder nor a gs:// prefix (gs://bucket/folder)")
         return tuple(root if "://" in root else os.path.abspath(root) for root in roots)
 
 
@@ -397,7 +397,7 @@ def _describe(error: Mapping[str, Any], path: str | None, values: Mapping, overr
     if error["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         known = _KNOWN.get(loc[:-1], [])
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint = f"did you mean {quoted(close[0])}? " if close else ""
         return f"{where}: {key}: unknown key; {hint}known keys here: {', '.join(known)}"
     if error["type"] == "value_error":
         problem = str(error["ctx"]["error"])

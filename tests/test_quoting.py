@@ -9,7 +9,7 @@ The scans:
 - an exception whose text quotes the file it came from (YAML's MarkedYAMLError holds a snippet
   of the text, pydantic's ValidationError the input) is never turned into text whole: a handler
   reads only its fields (`e.problem_mark`, `e.errors()`) or chains it (`raise ... from e`);
-- the modules that read CSV cells (CELL_MODULES) format no value with `!r` or repr(): each goes
+- the modules that read CSV cells or settings (CELL_MODULES) format no value with `!r` or repr(): each goes
   through quoted.
 
 The generated cases put a random secret inside settings files that are not YAML (keys, broken
@@ -53,13 +53,16 @@ CONTENT_EXCEPTIONS = frozenset(
         "ValidationError",
     }
 )
-# The modules that read CSV cells: every value they put in a message goes through quoted.
+# The modules that read CSV cells or settings values: every value they put in a message goes
+# through quoted.
 CELL_MODULES = (
     "transforms.csv_dialect",
     "transforms.tabular",
     "transforms.csv_numbers",
     "transforms.label_column",
     "transforms.sources",
+    "pipeline.config",
+    "pipeline.dataflow.settings",
 )
 
 
