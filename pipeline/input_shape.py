@@ -213,7 +213,9 @@ def _csv_shape(rows: list[list[str]], config: Config) -> Shape:
     except ImageCsvLayoutError:  # a header of other names: image URIs if a column of them holds image files
         named = [header[i] for i in image_columns(rows[1:], extensions) if i < len(header)]
         if named:
-            return Shape(f"a CSV file of image URIs (header {quoted(header)}, images in {named[0]!r})", ("image_csv",))
+            return Shape(
+                f"a CSV file of image URIs (header {quoted(header)}, images in {quoted(named[0])})", ("image_csv",)
+            )
         return Shape(f"a tabular CSV file ({len(header):,} columns: {quoted(header)})", ("csv",))
     naming = sum(1 for row in rows if uri_at < len(row) and extension_of(row[uri_at].strip()) in extensions)
     if 2 * naming >= len(rows):

@@ -332,8 +332,8 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     if label not in (AUTO, "") and label not in columns:
         close = difflib.get_close_matches(label, columns, n=1)
         raise PlanError(
-            f"--label (csv.label) names column {label!r}, which {first} lacks"
-            + (f": did you mean {close[0]!r}?" if close else "")
+            f"--label (csv.label) names column {quoted(label)}, which {first} lacks"
+            + (f": did you mean {quoted(close[0])}?" if close else "")
             + f" (columns: {quoted(columns)})"
         )
     label = (LABEL_COLUMN if LABEL_COLUMN in columns else "") if label == AUTO else label
@@ -404,9 +404,9 @@ def make_plan(config: Config, hand_over: bool = False, local_files: bool = True)
     _LOG.info("planned %s: %d file(s), %.1f MB; shards %s", source, listing.files, listing.bytes / 1e6, shards)
     for name, meant in misspelt(list(config.splits)).items():
         _LOG.warning(
-            "split %r (--splits) is not %r: a typo? readers and the trainer look for %s-* by default",
-            name,
-            meant,
+            "split %s (--splits) is not %s: a typo? readers and the trainer look for %s-* by default",
+            quoted(name),
+            quoted(meant),
             meant,
         )
     return Plan(

@@ -63,6 +63,8 @@ CELL_MODULES = (
     "transforms.sources",
     "pipeline.config",
     "pipeline.dataflow.settings",
+    "pipeline.input_shape",
+    "pipeline.planning",
 )
 
 
