@@ -43,6 +43,7 @@ from core.contract.layout import (
     temporary_of,
 )
 from core.contract.manifest import Manifest, ManifestError, read_rejected_manifest
+from core.local_files import LeadsOutside, NotARegularFile
 from pipeline.lease import LEASE_NAME, Fence
 from pipeline.publish import reader_metadata, report_rejection, write_rejection
 
@@ -279,7 +280,7 @@ class FolderPublication:
         for folder in (self.folder, self.output):
             try:
                 found = read_rejected_manifest(folder, storage.text_reader(self.output))
-            except ManifestError:
+            except (ManifestError, LeadsOutside, NotARegularFile):  # not this run's: a file planted there
                 continue
             if found is not None and found.run == self.run:
                 return found

@@ -9,6 +9,7 @@ import logging
 from core import local_writes, storage
 from core.contract.layout import INDEX_FOLDER, is_dataset_file, is_remote, join
 from core.contract.manifest import ManifestError, read_rejected_manifest
+from core.local_files import LeadsOutside, NotARegularFile
 from pipeline.folder_store import committed_manifest, leftovers, remove
 from pipeline.lease import Fence, Holder
 
@@ -62,8 +63,9 @@ def _prepare(output: str, overwrite: bool, took_over: Holder | None, fence: Fenc
 
 
 def _rejected_run_here(output: str) -> bool:
-    """Whether `output` holds a rejected run's manifest (one that cannot be read is not one)."""
+    """Whether `output` holds a rejected run's manifest (one that cannot be read is not one, nor is
+    a link out of `output` or a FIFO planted under its name: core.local_files.open_regular)."""
     try:
         return read_rejected_manifest(output, storage.text_reader(output)) is not None
-    except ManifestError:
+    except (ManifestError, LeadsOutside, NotARegularFile):
         return False
