@@ -27,7 +27,8 @@ LATEST_NAME = "LATEST"
 # order of version names is their age order. Names to the second, from before, are still versions.
 VERSION_FORMAT = "%Y%m%dT%H%M%S%fZ"
 _SECONDS_FORMAT = "%Y%m%dT%H%M%SZ"
-_VERSION = re.compile(r"^\d{8}T\d{6}(\d{6})?Z$")
+_VERSION = re.compile(r"\d{8}T\d{6}(\d{6})?Z")
+_RUN = re.compile(r"(\d{8}T\d{12}Z)-[0-9a-f]{8}")  # new_run's names
 
 
 class LatestPointerError(ValueError):
@@ -63,12 +64,45 @@ def new_run(now: datetime.datetime | None = None) -> str:
 
 
 def is_version(name: str) -> bool:
-    return bool(_VERSION.match(name))
+    """Whether `name` is a version's: a UTC timestamp as new_version writes it (or to the second,
+    as earlier releases did) that is a time. A name of that shape that is no time
+    (`20250230T000000Z`, February 30) is no version (named_like_a_version)."""
+    return named_like_a_version(name) and _time(name) is not None
+
+
+def named_like_a_version(name: str) -> bool:
+    """Whether `name` has a version's shape, a time or not."""
+    return bool(_VERSION.fullmatch(name))
+
+
+def is_run(name: str) -> bool:
+    """Whether `name` is a run's, as new_run makes them: a version to the microsecond, a `-` and
+    eight hex digits (a name nothing but a run makes, which its staging folder carries)."""
+    match = _RUN.fullmatch(name)
+    return bool(match) and is_version(match.group(1))
+
+
+def is_run_version(name: str) -> bool:
+    """Whether `name` is a version named to the microsecond, as a refresh names the folder it makes
+    (next_version): a name nothing but a run makes. Versions to the second are earlier releases'."""
+    return is_version(name) and len(name) == len(new_version(datetime.datetime(2000, 1, 1)))
 
 
 def version_time(name: str) -> datetime.datetime:
+    """The time a version's name says (is_version); ValueError for any other name."""
+    when = _time(name) if named_like_a_version(name) else None
+    if when is None:
+        raise ValueError(f"{name!r} is no version's name (a UTC time as {VERSION_FORMAT} writes it)")
+    return when
+
+
+def _time(name: str) -> datetime.datetime | None:
+    """The time a name of a version's shape says; None when it is no time."""
     layout = VERSION_FORMAT if len(name) > len("20250301T020000Z") else _SECONDS_FORMAT
-    return datetime.datetime.strptime(name, layout).replace(tzinfo=datetime.timezone.utc)
+    try:
+        return datetime.datetime.strptime(name, layout).replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
 
 
 def parse_pointer(text: str, where: str = LATEST_NAME) -> str:

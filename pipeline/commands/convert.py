@@ -30,7 +30,7 @@ from pipeline.flags import (
     make_parser,
     parse_command_line,
 )
-from pipeline.folder_store import FolderPublication
+from pipeline.folder_store import FolderPublication, names_written
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.lease import Lease, LeaseHeldError
 from pipeline.output import OutputExistsError, prepare_output
@@ -65,7 +65,8 @@ def main(argv: list[str]) -> int:
         lease = Lease(output, run, config.lease_seconds)
         # A job only built or staged here runs later, without this process to hold a lease.
         unattended = stages_only(PipelineOptions(beam_args))
-        took_over = None if unattended else take_lease(lease)
+        if not unattended:
+            take_lease(lease)
     except (ConfigError, LeaseHeldError, UnsafeOptionError, PreflightError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED
@@ -77,7 +78,7 @@ def main(argv: list[str]) -> int:
             plan = make_plan(
                 config, hand_over=runs_here(beam_args), local_files=reads_local_files(PipelineOptions(beam_args))
             )
-            replacing = prepare_output(plan.output, run, config.overwrite, took_over, unattended)
+            replacing = prepare_output(plan.output, run, config.overwrite, names_written(plan), unattended)
             publication.prepare()
         except (PlanError, OutputExistsError, OSError) as e:
             _LOG.error("%s", e)
