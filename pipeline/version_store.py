@@ -19,9 +19,10 @@ import datetime
 import logging
 
 from core import storage
+from core.contract.folders import folder_kind
 from core.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join, temporary_of
 from core.contract.manifest import Manifest, ManifestError, read_rejected_manifest
-from core.contract.versions import LATEST_NAME, is_run_version, is_version, read_pointer, version_time
+from core.contract.versions import LATEST_NAME, is_run_version, is_version, named_like_a_version, version_time
 from core.evidence import OwnFolder, RunFolders
 from pipeline.lease import LEASE_NAME, Fence
 from pipeline.publish import reader_metadata, report_rejection, write_rejection
@@ -35,8 +36,8 @@ _OWN_FILES = (LATEST_NAME, LEASE_NAME)  # ROOT's files, besides the version fold
 
 
 def latest_version(root: str) -> str | None:
-    """The version ROOT/LATEST names, or None when there is none."""
-    return read_pointer(root, storage.read_text)
+    """The version ROOT/LATEST names, or None when there is none (core.contract.folders)."""
+    return folder_kind(root, storage.read_text, storage.children).latest
 
 
 def version_states(root: str) -> dict[str, str]:
@@ -60,7 +61,9 @@ def not_from_refreshes(root: str) -> list[str]:
     return [
         name
         for name in storage.children(root)
-        if not name.startswith(".") and not is_version(name) and (temporary_of(name) or name) not in _OWN_FILES
+        if not name.startswith(".")
+        and not named_like_a_version(name)  # one that is no time is said once, and left alone (preflight)
+        and (temporary_of(name) or name) not in _OWN_FILES
     ]
 
 

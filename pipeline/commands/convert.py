@@ -35,7 +35,14 @@ from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedErro
 from pipeline.lease import Lease, LeaseHeldError
 from pipeline.output import OutputExistsError, prepare_output
 from pipeline.planning import PlanError, make_plan
-from pipeline.preflight import PreflightError, check_input, check_other_files, check_output, take_lease
+from pipeline.preflight import (
+    PreflightError,
+    check_folder_kind,
+    check_input,
+    check_other_files,
+    check_output,
+    take_lease,
+)
 from pipeline.report import rejection_report, run_summary
 from pipeline.runners import UnsafeOptionError, reads_local_files, refuse_unsafe_options, runner_of, runs_here
 from transforms import convert_pool
@@ -61,6 +68,7 @@ def main(argv: list[str]) -> int:
         source, output = storage.absolute(config.input_uri), storage.absolute(config.output_uri)
         check_input(config, source)
         check_output(config.kind, source, output)
+        check_folder_kind("convert", output)
         check_other_files(output, config.allow_other_files)
         lease = Lease(output, run, config.lease_seconds)
         # A job only built or staged here runs later, without this process to hold a lease.

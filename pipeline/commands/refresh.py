@@ -45,7 +45,14 @@ from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedErro
 from pipeline.lease import Fence, Lease, LeaseHeldError
 from pipeline.listing_digest import same_method
 from pipeline.planning import Plan, PlanError, make_plan
-from pipeline.preflight import PreflightError, check_input, check_other_refresh_files, check_output, take_lease
+from pipeline.preflight import (
+    PreflightError,
+    check_folder_kind,
+    check_input,
+    check_other_refresh_files,
+    check_output,
+    take_lease,
+)
 from pipeline.report import rejection_report, run_summary
 from pipeline.runners import (
     UnsafeOptionError,
@@ -193,6 +200,7 @@ def main(argv: list[str]) -> int:
         source = storage.absolute(config.input_uri)
         check_input(config, source)
         check_output(config.kind, source, root)
+        check_folder_kind("refresh", root)
         check_other_refresh_files(root, config.allow_other_files)
         unattended = stages_only(PipelineOptions(beam_args))  # the job runs later, without this process
         lease = Lease(root, run, config.lease_seconds)
