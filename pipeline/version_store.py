@@ -75,9 +75,9 @@ class NotPublished(RuntimeError):
 def _delete_version(root: str, version: str, fence: Fence | None) -> bool:
     """Deletes a version folder its caller proved a run's (behind the run's lease, when it gives
     one); False when it is a link (reported and left alone)."""
-    folder = join(root, version)
-    delete = storage.delete if fence is None else fence.delete
-    return folder in delete([folder], RunFolders(root, frozenset([version])))
+    folder, because = join(root, version), RunFolders(root, frozenset([version]))
+    deleted = storage.delete([folder], because) if fence is None else fence.delete([folder], because)
+    return folder in deleted
 
 
 def remove_unfinished_versions(root: str, fence: Fence) -> list[str]:
