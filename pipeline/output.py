@@ -21,8 +21,9 @@ class OutputExistsError(RuntimeError):
     pass
 
 
-def prepare_output(output: str, run: str, overwrite: bool, writes: set[str], unattended: bool) -> bool:
-    """Returns True when a committed dataset stays in place until run `run` replaces it. `writes`:
+def prepare_output(output: str, run: str, overwrite: bool, writes: set[str], unattended: bool) -> Manifest | None:
+    """Returns the manifest of the committed dataset that stays in place until run `run` replaces
+    it (None when there is none). `writes`:
     the names the run may write in `output` (folder_store.names_written).
 
     A commit an earlier run stopped between its steps is finished (folder_store.move_in); runs'
@@ -34,7 +35,7 @@ def prepare_output(output: str, run: str, overwrite: bool, writes: set[str], una
         return _prepare(output, overwrite, writes, fence)
 
 
-def _prepare(output: str, overwrite: bool, writes: set[str], fence: Fence) -> bool:
+def _prepare(output: str, overwrite: bool, writes: set[str], fence: Fence) -> Manifest | None:
     if not is_remote(output):
         try:
             local_writes.real_folder(join(output, INDEX_FOLDER), make=False)
@@ -67,7 +68,7 @@ def _prepare(output: str, overwrite: bool, writes: set[str], fence: Fence) -> bo
     if stray.paths:
         _LOG.info("removing %d file(s) and folder(s) that earlier runs left in %s", len(stray.paths), output)
         stray.remove(fence)
-    return committed is not None
+    return committed
 
 
 def _finish_commit(output: str, committed: Manifest | None, fence: Fence) -> Manifest | None:
