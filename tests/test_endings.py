@@ -37,6 +37,7 @@ from tests.test_publication import (
     REPO,
     _run_kill_at,
     convert_argv,
+    download_tree,
     killed_at,
     photos,
     run_files,
@@ -320,3 +321,38 @@ def test_an_unchanged_refresh_removes_the_version_a_killed_run_left(source, tmp_
     assert done.returncode == 0 and "nothing changed" in done.stdout, done.stderr[-3000:]
     assert f"removed version folder(s) {dead}" in done.stderr
     assert sorted(p.name for p in root.iterdir()) == sorted([LATEST_NAME, v1, user.name])
+
+
+# --- on gs://, where the lease and the commit are objects
+
+
+def test_on_gcs_a_failure_once_the_run_committed_says_dest_holds_its_dataset(
+    gcs_emulator, gcs_bucket, source, tmp_path, monkeypatch, caplog
+):
+    import pipeline.job
+
+    def fail(output, publication):
+        raise OSError(f"lost the connection reading back {output}")
+
+    monkeypatch.setattr(pipeline.job, "_committed", fail)
+    out = f"gs://{gcs_bucket}/out"
+    assert main(convert_argv(source, out)) == 3
+    manifest = whole_dataset(download(gcs_emulator, out, tmp_path / "after"))
+    last = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"][-1]
+    assert ", only after the run committed: " in last and f"{out} holds its new dataset, whole" in last, last
+    assert sorted(gcs_emulator.list_uris(out + "/")) == sorted(f"{out}/{name}" for name in referenced(manifest))
+
+
+def test_on_gcs_sigterm_removes_what_the_run_wrote_and_releases_the_lease(gcs_emulator, gcs_bucket, source):
+    out = f"gs://{gcs_bucket}/out"
+    done = signalled("--terminate", "pipeline.readback:CountShardRecords.process", 1, convert_argv(source, out))
+    assert done.returncode == 143, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and f"{out} holds no dataset" in errors[0], done.stderr[-3000:]
+    assert gcs_emulator.list_uris(out + "/") == [], "no shard, staging object or lease is left"
+    assert main(convert_argv(source, out)) == 0  # at once: the lease was released
+
+
+def download(emulator, prefix: str, local: pathlib.Path) -> pathlib.Path:
+    download_tree(emulator, prefix, local)
+    return local
