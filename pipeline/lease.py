@@ -46,8 +46,8 @@ class LeaseLost(RuntimeError):
 
 
 class Unfinished(KeyboardInterrupt):
-    """An interrupt that stopped a run before it removed what it wrote (a second Ctrl-C during
-    its clean-up). Raised through the run's `with Lease`, it leaves the lease in place: once this
+    """An interrupt that stopped a run before it removed what it wrote (a second Ctrl-C, or a
+    SIGTERM, during its clean-up). Raised through the run's `with Lease`, it leaves the lease in place: once this
     process is gone the lease is stale, and the next run takes it over and removes what is left,
     as after a killed run."""
 

@@ -200,7 +200,7 @@ def main(argv: list[str]) -> int:
         source = storage.absolute(config.input_uri)
         check_input(config, source)
         check_output(config.kind, source, root)
-        check_folder_kind("refresh", root)
+        published = check_folder_kind("refresh", root).latest  # what an interrupted run says LATEST still names
         check_other_refresh_files(root, config.allow_other_files)
         unattended = stages_only(PipelineOptions(beam_args))  # the job runs later, without this process
         lease = Lease(root, run, config.lease_seconds)
@@ -209,7 +209,7 @@ def main(argv: list[str]) -> int:
     except (ConfigError, LeaseHeldError, UnsafeOptionError, PreflightError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED
-    with lease, saying_what_dest_holds(lambda: version_outcome(root, run), run):
+    with lease, saying_what_dest_holds(lambda: version_outcome(root, run, published), run):
         return _refresh(beam_args, config, root, run, args.keep, unattended, lease)
 
 
