@@ -24,7 +24,7 @@ from core.contract.versions import LATEST_NAME, is_run_version, is_version, name
 
 DATASET, ROOT, NEITHER = "a dataset folder", "a refresh root", "neither a dataset folder nor a refresh root"
 MIX = "both a dataset folder and a refresh root"
-NEXT_VERSION_EXAMPLE = "20250301T020000123456Z"
+VERSION_EXAMPLE = "20250301T020000123456Z"  # a version's name, as messages show one
 
 
 class FolderKindError(ValueError):
@@ -56,7 +56,7 @@ class FolderKind:
         more = f" and {len(self.not_versions) - 1} more" if len(self.not_versions) > 1 else ""
         return (
             f"{join(self.path, self.not_versions[0])}{more}: named like a version but no UTC time (such as "
-            f"{NEXT_VERSION_EXAMPLE}), so no version: refreshes leave it alone; rename or move it out of {self.path}"
+            f"{VERSION_EXAMPLE}), so no version: refreshes leave it alone; rename or move it out of {self.path}"
         )
 
     def what(self) -> str:
