@@ -26,9 +26,10 @@ import shlex
 import zlib
 
 from core import storage
-from core.contract.layout import MANIFEST_NAME
+from core.contract.folders import NEITHER, folder_kind
+from core.contract.versions import LatestPointerError
 from core.file_signatures import binary_kind
-from core.local_files import dangling, not_regular
+from core.local_files import LeadsOutside, NotARegularFile, dangling, not_regular
 from core.shown import quoted
 from pipeline.config import Config
 from pipeline.flags import command_name
@@ -119,9 +120,13 @@ def _missing(path: str) -> str:
 
 def _folder_shape(folder: str, config: Config) -> Shape:
     folders, files = _entries(folder)
-    if MANIFEST_NAME in files:
+    try:
+        found = folder_kind(folder, storage.text_reader(folder), lambda _: [*folders, *files])
+    except (LatestPointerError, NotARegularFile, LeadsOutside):  # a LATEST naming no version, or planted: a root's
+        found = None
+    if found is None or found.kind != NEITHER:  # this pipeline's output (core.contract.folders)
         return Shape(
-            "a converted dataset (it holds manifest.json)",
+            found.what() if found else "a refresh root (it holds LATEST)",
             advice=f"it is this pipeline's output ({command_name('inspect')} {folder} shows it); "
             "give the data to convert",
         )

@@ -1,8 +1,8 @@
-"""The project's code as the chokepoint tests read it (tests/test_opening.py, test_quoting.py,
-test_printing.py): every module of the four packages parsed once, and each call in it with the
-dotted name it is made by (`tf.io.gfile.GFile`, `storage.read_text`, `open`) and the function it
-is made in, so that a test can say which calls of a guarded kind exist outside the one place that
-may make them."""
+"""The project's own code, read as syntax trees (ast), for the scans that prove a trust invariant
+has one chokepoint: every place a module reaches the guarded thing, named by the function it is
+in, so that a scan can allow exactly the chokepoint and the exceptions it lists by name
+(tests/test_deletes.py, tests/test_endings.py, tests/test_folder_kinds.py, tests/test_opening.py,
+test_quoting.py, test_printing.py). Each module is parsed once."""
 
 from __future__ import annotations
 
@@ -11,11 +11,29 @@ import dataclasses
 import functools
 from collections.abc import Iterator
 
-from tests.test_code_map import MODULES
+from tests.test_code_map import MODULES, PACKAGES
+
+LIBRARY = ("core", "pipeline", "transforms")  # the packages a run executes
+
+
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """A node of a module's tree and where it is: the module and its enclosing function's
+    qualified name (`Class.method`, `outer.inner`; "" at module level)."""
+
+    module: str
+    function: str
+    node: ast.AST
+
+    def __str__(self) -> str:
+        return f"{self.module}:{getattr(self.node, 'lineno', '?')} (in {self.function or 'the module'})"
 
 
 @dataclasses.dataclass(frozen=True)
 class Call:
+    """A call and where it is made, with the dotted name it is made by (`tf.io.gfile.GFile`,
+    `storage.read_text`, `open`)."""
+
     module: str  # core.storage
     function: str  # the enclosing function (Class.method), or "" at module level
     name: str  # the dotted name called: open, os.open, tf.io.gfile.GFile, storage.read_text
@@ -29,6 +47,37 @@ class Call:
         return next((k.value for k in self.node.keywords if k.arg == name), None)
 
 
+@functools.cache
+def tree(module: str) -> ast.Module:
+    path = MODULES[module]
+    return ast.parse(path.read_text(), str(path))
+
+
+def places(packages=LIBRARY) -> Iterator[Place]:
+    """Every node of every module of `packages`, with where it is."""
+    for module in sorted(MODULES):
+        if module.split(".")[0] in packages:
+            yield from places_in(module, tree(module))
+
+
+def places_in(module: str, node: ast.AST, function: str = "") -> Iterator[Place]:
+    """Every node below `node` of `module` (a scan's own tests pass it code of their own)."""
+    for child in ast.iter_child_nodes(node):
+        yield Place(module, function, child)
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield from places_in(module, child, f"{function}.{child.name}" if function else child.name)
+        else:
+            yield from places_in(module, child, function)
+
+
+def calls(packages=PACKAGES) -> Iterator[Call]:
+    """Every call in every module of `packages` (all four by default: the trainer's too), with the
+    function it is made in."""
+    for place in places(packages):
+        if isinstance(place.node, ast.Call):
+            yield Call(place.module, place.function, dotted(place.node.func), place.node)
+
+
 def dotted(node: ast.expr) -> str:
     """`a.b.c` for a Name or a chain of Attributes on one; the attribute chain's end otherwise
     (`x().read_text` is `.read_text`)."""
@@ -36,30 +85,22 @@ def dotted(node: ast.expr) -> str:
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    else:
-        parts.append("")
+    parts.append(node.id if isinstance(node, ast.Name) else "")
     return ".".join(reversed(parts))
 
 
-@functools.cache
-def tree(module: str) -> ast.Module:
-    path = MODULES[module]
-    return ast.parse(path.read_text(), str(path))
+def attribute_name(node: ast.AST) -> str | None:
+    """The name a reference ends in: `x` for `x` and for `a.b.x`; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
 
 
-def calls() -> Iterator[Call]:
-    """Every call in every module of the project, with the function it is made in."""
-    for module in sorted(MODULES):
-        yield from _calls_in(module, tree(module), "")
-
-
-def _calls_in(module: str, node: ast.AST, function: str) -> Iterator[Call]:
-    for child in ast.iter_child_nodes(node):
-        inner = function
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            inner = f"{function}.{child.name}" if function else child.name
-        if isinstance(child, ast.Call):
-            yield Call(module, function, dotted(child.func), child)
-        yield from _calls_in(module, child, inner)
+def receiver(node: ast.AST) -> str | None:
+    """What an attribute is taken of, as a name: `storage` for `storage.delete`, `fence` for
+    `self.fence.delete`; None for a plain name or anything else."""
+    if isinstance(node, ast.Attribute):
+        return attribute_name(node.value)
+    return None

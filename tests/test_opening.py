@@ -33,8 +33,9 @@ from hypothesis import strategies as st
 from core.contract.layout import MANIFEST_NAME
 from core.contract.versions import LATEST_NAME
 from pipeline.lease import LEASE_NAME, Holder
-from tests.code_scan import Call, calls
+from tests.code_scan import Call, calls, dotted, places
 from tests.subprocess_limits import run_pipeline, run_trainer
+from tests.test_code_map import PACKAGES
 from tests.test_publication import photos
 
 # Calls that open a file by its name, by the name they are made by, or by the method's name on
@@ -130,6 +131,16 @@ def test_no_module_opens_a_file_but_through_the_opener():
 def test_every_read_says_which_folder_its_file_lies_in():
     unsaid = sorted(c.site for c in calls() if c.name in READS_INSIDE and c.keyword("inside") is None)
     assert not unsaid, "reads without inside= (None for an input):\n" + "\n".join(unsaid)
+    # Handed over uncalled (a reader for core.contract's functions), it must be storage.text_reader(folder)
+    # or a functools.partial naming inside=.
+    handed = sorted(
+        str(place)
+        for place in places(PACKAGES)
+        if isinstance(place.node, ast.Call)
+        for arg in place.node.args
+        if dotted(arg) in READS_INSIDE and dotted(place.node.func) not in ("functools.partial", "partial")
+    )
+    assert not handed, "a reader handed over without inside=:\n" + "\n".join(handed)
 
 
 def test_the_scan_finds_each_kind_of_bypass():

@@ -14,9 +14,10 @@ import logging
 import tensorflow as tf
 
 from core.contract import manifest as contract
+from core.contract.folders import FolderKindError, dataset_folder
 from core.contract.layout import TFRECORD, is_remote, join
 from core.contract.manifest import FeatureSpec, Manifest, SplitInfo
-from core.contract.versions import resolve_dataset
+from core.contract.versions import LatestPointerError
 from core.local_files import LeadsOutside, NotARegularFile, check_regular, open_regular
 from trainer.errors import (
     DatasetRejectedError,
@@ -25,6 +26,7 @@ from trainer.errors import (
     IncompleteManifestError,
     ManifestNotFoundError,
     MissingFeatureError,
+    TrainerError,
 )
 
 _LOG = logging.getLogger(__name__)
@@ -48,9 +50,18 @@ def read_text(path: str, *, inside: str) -> str | None:
         return f.read()
 
 
+def list_names(folder: str) -> list[str]:
+    """The names directly in a folder through tf.io.gfile ([] when there is none)."""
+    return tf.io.gfile.listdir(folder) if tf.io.gfile.isdir(folder) else []
+
+
 def resolve_data(data: str) -> str:
-    """The dataset folder to train on: `data` itself, or the version a refresh ROOT's LATEST names."""
-    return resolve_dataset(data, functools.partial(read_text, inside=data))
+    """The dataset folder to train on: `data` itself, or the version a refresh ROOT's LATEST names
+    (core.contract.folders); a ROOT without a version yet, or a folder that is both, is refused."""
+    try:
+        return dataset_folder(data, functools.partial(read_text, inside=data), list_names)
+    except (FolderKindError, LatestPointerError) as e:
+        raise TrainerError(str(e)) from e
 
 
 def load_manifest(data: str, inside: str | None = None) -> Manifest:

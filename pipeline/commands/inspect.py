@@ -20,10 +20,11 @@ import os
 import sys
 
 from core import storage
+from core.contract.folders import FolderKindError, dataset_folder
 from core.contract.layout import ARRAY_RECORD
 from core.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
 from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
-from core.contract.versions import LatestPointerError, resolve_dataset
+from core.contract.versions import LatestPointerError
 from core.local_files import LeadsOutside, NotARegularFile
 from core.shown import show
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
@@ -82,7 +83,7 @@ def _verify(dest: str, manifest: Manifest) -> int:
 def _resolve(path: str) -> str:
     """The folder to inspect: `path`, or the version its LATEST names when `path` is a refresh
     root, so inspect reads the dataset the trainer would read from the same path."""
-    folder = resolve_dataset(path, storage.text_reader(path))
+    folder = dataset_folder(path, storage.text_reader(path), storage.children)
     if folder != path:
         show(f"{path.rstrip('/')}/LATEST names version {storage.basename(folder)}: inspecting {folder}")
     return folder
@@ -128,7 +129,7 @@ def main(argv: list[str]) -> int:
         return status
     except ManifestRejectedError as e:
         return _rejected(folder, e.manifest, args)
-    except (ManifestError, LatestPointerError, ContactSheetError, NotARegularFile, LeadsOutside) as e:
+    except (ManifestError, LatestPointerError, FolderKindError, ContactSheetError, NotARegularFile, LeadsOutside) as e:
         missing = not storage.is_remote(args.dest) and not os.path.exists(args.dest)
         show(f"error: {args.dest} does not exist" if missing else f"error: {e}", file=sys.stderr)
         return 2
