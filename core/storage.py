@@ -471,7 +471,7 @@ def read_text(path: str, errors: str = "strict", *, inside: str | None) -> str |
 
 def text_reader(inside: str) -> Callable[[str], str | None]:
     """read_text of files that must lie inside the folder `inside` (a dataset's, a refresh
-    root's): what the dataset contract's readers take (read_manifest, resolve_dataset)."""
+    root's): what the dataset contract's readers take (read_manifest, folder_kind, dataset_folder)."""
     return functools.partial(read_text, inside=inside)
 
 

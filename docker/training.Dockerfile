@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Training job image: TensorFlow and the trainer (python -m trainer --data ROOT_OR_DATASET ...).
-# The trainer follows ROOT/LATEST (core.contract.versions.resolve_dataset). From the job it
+# The trainer follows ROOT/LATEST (core.contract.folders.dataset_folder). From the job it
 # needs only the dataset contract (core/contract/), the opener of local files
 # (core/local_files.py) and the escaper of what it prints (core/shown.py), plain Python, so no
 # Beam is installed.
