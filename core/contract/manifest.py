@@ -18,6 +18,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+from core.contract import json_text
 from core.contract.layout import (
     FILE_FORMATS,
     GZIP,
@@ -39,6 +40,9 @@ OTHER_FILE_FORMAT_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)
 COMPRESSIONS = (GZIP, UNCOMPRESSED)
 SCHEMA_NAME = "manifest.schema.json"  # beside this module, in the wheel too (setup.py package_data)
+# The most a manifest may hold. The largest a run writes are a few tens of MB: three splits of
+# 99,999 indexed shards, 100,000 columns, a label map and label counts of a million classes.
+MAX_MANIFEST_CHARS = 256 << 20
 
 # Feature dtypes are TensorFlow dtype names, so a reader can call tf.as_dtype(dtype).
 DTYPES = ("string", "int64", "float32")
@@ -50,7 +54,7 @@ def json_schema() -> dict:
     """The JSON Schema (draft 2020-12) of manifest.json as this version writes it, so that a reader
     in any language, or a check, validates a manifest without this code. Read through
     importlib.resources: the same from a source tree, an installed wheel or a zip."""
-    return json.loads(resources.files(__package__).joinpath(SCHEMA_NAME).read_text(encoding="utf-8"))
+    return json_text.loads(resources.files(__package__).joinpath(SCHEMA_NAME).read_text(encoding="utf-8"), 1 << 20)
 
 
 class ManifestError(ValueError):
@@ -223,9 +227,9 @@ class Manifest:
     @classmethod
     def from_json(cls, text: str) -> Manifest:
         try:
-            body = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ManifestError(f"manifest is not valid JSON: {e}") from e
+            body = json_text.loads(text, MAX_MANIFEST_CHARS)
+        except json_text.NotJson as e:
+            raise ManifestError(f"manifest {e}") from e
         if not isinstance(body, dict) or body.get("format") != FORMAT:
             raise ManifestError(
                 f"not a {FORMAT} manifest (format={body.get('format') if isinstance(body, dict) else None!r})"

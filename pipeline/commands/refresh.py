@@ -110,7 +110,7 @@ def unchanged_since(root: str, version: str, previous: Manifest, plan: Plan, con
         return None
     if previous.listing is None or previous.listing.fingerprint != plan.listing.fingerprint:
         return None
-    if _settings(previous.options) != _settings(json.loads(json.dumps(to_dict(config), default=str))):
+    if _settings(previous.options) != _settings(to_dict(config)):
         _LOG.info("the input is unchanged but the settings differ from version %s: refreshing", version)
         return None
     return (
