@@ -42,7 +42,7 @@ from core.contract.layout import (
     join,
     temporary_of,
 )
-from core.contract.manifest import Manifest, ManifestError, read_rejected_manifest
+from core.contract.manifest import Manifest, ManifestError, read_committed_manifest, read_rejected_manifest
 from pipeline.lease import LEASE_NAME, Fence
 from pipeline.publish import reader_metadata, report_rejection, write_rejection
 
@@ -55,8 +55,7 @@ RUN_FOLDER_PREFIXES = (STAGING_PREFIX, BEAM_TEMPORARY_PREFIX, SHARD_PARTS_FOLDER
 
 def committed_manifest(output: str) -> Manifest | None:
     """The manifest of the dataset committed in `output`, or None when there is none."""
-    text = storage.read_text(join(output, MANIFEST_NAME))
-    return None if text is None else Manifest.from_json(text)
+    return read_committed_manifest(output, storage.read_text)
 
 
 def referenced(manifest: Manifest) -> set[str]:

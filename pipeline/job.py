@@ -7,8 +7,7 @@ import logging
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 
 from core import storage
-from core.contract.layout import MANIFEST_NAME, join
-from core.contract.manifest import Manifest
+from core.contract.manifest import Manifest, read_committed_manifest
 from pipeline.build import build_pipeline
 from pipeline.config import Config
 from pipeline.lease import Unfinished
@@ -133,6 +132,5 @@ def _committed(output: str, publication: Publication) -> Manifest:
 
 def _this_runs_manifest(output: str, publication: Publication) -> Manifest | None:
     """The manifest committed in `output`, if this run committed it."""
-    text = storage.read_text(join(output, MANIFEST_NAME))
-    committed = Manifest.from_json(text) if text is not None else None
+    committed = read_committed_manifest(output, storage.read_text)
     return committed if committed is not None and committed.run == publication.run else None

@@ -9,12 +9,10 @@ in a value, a dead letter or a one-line refusal, never in Python's RecursionErro
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import datetime
 import io
 import json
-import pathlib
 import shutil
 import time
 
@@ -30,11 +28,9 @@ from pipeline.cli import main
 from pipeline.config import ConfigError, load_config
 from pipeline.lease import LEASE_BYTES, Holder
 from tests.alarm import alarm
+from tests.name_scan import bypasses, reached, users
 from tests.one_line import the_one_line
 from tests.subprocess_limits import run_pipeline
-from tests.test_code_map import MODULES
-
-SCANNED = MODULES  # the product's modules: core, pipeline, transforms, trainer
 
 
 @pytest.fixture(autouse=True)
@@ -44,63 +40,21 @@ def deadline():
         yield
 
 
-# --- the scan: what each module reaches, by name
-
-
-def reached(path: pathlib.Path) -> list[tuple[int, str]]:
-    """(line, dotted name) of every module, and attribute of one, that the file at `path` imports
-    or uses: `import yaml` is `yaml`, `yaml.safe_load(...)` `yaml.safe_load`, `from csv import
-    reader as r` `csv.reader`, names bound by `import ... as` followed to the module."""
-    tree = ast.parse(path.read_text(), str(path))
-    bound: dict[str, str] = {}
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                top = alias.name.split(".")[0]
-                bound[alias.asname or top] = alias.name if alias.asname else top
-                found.append((node.lineno, alias.name))
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-                found.append((node.lineno, f"{node.module}.{alias.name}"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
-            chain = [node.attr]
-            inner = node.value
-            while isinstance(inner, ast.Attribute):
-                chain.append(inner.attr)
-                inner = inner.value
-            if isinstance(inner, ast.Name) and inner.id in bound:
-                found.append((node.lineno, ".".join([bound[inner.id], *reversed(chain)])))
-    return found
-
-
-def bypasses(forbidden: tuple[str, ...], chokepoint: str) -> list[str]:
-    """`module:line name` wherever a module other than `chokepoint` reaches a name of `forbidden`
-    (or one below it)."""
-    return sorted(
-        f"{module}:{line} {name}"
-        for module, path in SCANNED.items()
-        if module != chokepoint
-        for line, name in reached(path)
-        if any(name == f or name.startswith(f + ".") for f in forbidden)
-    )
-
-
 YAML = ("yaml", "ruamel", "_yaml")
+JSON = ("json.load", "json.loads", "json.JSONDecoder", "json.decoder", "json.scanner", "_json")
+OTHER_JSON = ("simplejson", "orjson", "ujson", "rapidjson")
 
 
 def test_the_scan_finds_what_each_chokepoint_reaches():
     """The scan must see the readers themselves, or it would pass on any code."""
-    assert {"yaml", "yaml.SafeLoader"} <= {name for _, name in reached(MODULES["core.local_files"])}
-    assert any(found.startswith("core.local_files:") for found in bypasses(YAML, "none"))
+    assert {"yaml", "yaml.SafeLoader"} <= {reach.name for reach in reached("core.local_files")}
+    assert {"core.local_files", "core.contract.json_text"} <= users(YAML + JSON)
 
 
 def test_yaml_is_read_by_load_yaml_alone():
     """A settings file's bounds (bytes, values once aliases are expanded, nesting) hold for every
     reader of YAML: no other module imports a YAML library."""
-    assert bypasses(YAML, "core.local_files") == []
+    assert bypasses(YAML, {"core.local_files"}) == []
 
 
 # --- YAML: nesting
@@ -187,15 +141,10 @@ def test_the_cloud_settings_refuse_deep_nesting_in_their_file_and_their_set_valu
 # --- JSON: the one reader
 
 
-JSON = ("json.load", "json.loads", "json.JSONDecoder", "json.decoder", "json.scanner", "_json")
-OTHER_JSON = ("simplejson", "orjson", "ujson", "rapidjson")
-
-
 def test_json_is_read_by_json_text_alone():
     """Manifests, error reports, leases, model.json and JSON options are read within their bounds
     of length and nesting: no other module parses JSON (writing it is anyone's)."""
-    assert any(found.startswith("core.contract.json_text:") for found in bypasses(JSON, "none"))
-    assert bypasses(JSON + OTHER_JSON, "core.contract.json_text") == []
+    assert bypasses(JSON + OTHER_JSON, {"core.contract.json_text"}) == []
 
 
 def depth(value) -> int:

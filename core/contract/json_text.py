@@ -9,7 +9,7 @@ repr, a check against a schema). Here each caller bounds the text's length, the 
 counted before parsing, without recursion, and what Python's json module reads beyond JSON is
 refused: NaN and Infinity (which JSON lacks, and every check of a range passes), and integers of
 more digits than Python converts. Each refusal is NotJson, one line that quotes nothing of the
-text (it may be any file). Standard library only (core.contract).
+text (it may be any file). Standard library only.
 """
 
 from __future__ import annotations

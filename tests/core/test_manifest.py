@@ -57,7 +57,7 @@ def test_error_budget():
         ("not json", "manifest is not JSON: Expecting value"),
         ('{"format": "other"}', "not a tfrecord-examples manifest"),
         ('{"format": "tfrecord-examples", "format_version": 99}', "format_version"),
-        ('{"format": "tfrecord-examples", "format_version": 1, "kind": "images"}', "incomplete"),
+        ('{"format": "tfrecord-examples", "format_version": 1, "kind": "images"}', r"\$: lacks 'splits', 'features'"),
     ],
 )
 def test_bad_manifests(text, message):
