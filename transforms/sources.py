@@ -416,7 +416,7 @@ def resolve_duplicates(rows: Iterable[CsvRow]) -> list[tuple[int, Outcome]]:
     rows = sorted(rows, key=lambda r: r.line)
     said = [(r.source.label, r.source.split) for r in rows]
     groups: dict[tuple[str, str], list[CsvRow]] = {}
-    for r, what in zip(rows, said):
+    for r, what in zip(rows, said, strict=True):
         groups.setdefault(what, []).append(r)
     if len(groups) == 1:
         first = rows[0]
@@ -426,7 +426,7 @@ def resolve_duplicates(rows: Iterable[CsvRow]) -> list[tuple[int, Outcome]]:
         ]
     outcomes = []
     for (label, split), own in groups.items():
-        others = ((r.line, what) for r, what in zip(rows, said) if what != (label, split))
+        others = ((r.line, what) for r, what in zip(rows, said, strict=True) if what != (label, split))
         named = list(itertools.islice(others, CONFLICTS_NAMED))
         listed = "; ".join(f"line {line} (label {what[0]!r}, split {what[1]!r})" for line, what in named)
         more = len(rows) - len(own) - len(named)
