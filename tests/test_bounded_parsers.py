@@ -5,12 +5,18 @@ in a value, a dead letter or a one-line refusal, never in Python's RecursionErro
 
 - YAML (settings files, --set values): core.local_files.load_yaml / parse_yaml.
 - JSON (manifests, error reports, leases, model.json, options given as JSON):
-  core.contract.json_text.loads / json_lines."""
+  core.contract.json_text.loads / json_lines (writing JSON is anyone's).
+- CSV (tabular files, CSVs of image URIs, the planner's and the dialect's reads of them):
+  transforms.csv_records.CsvRecords (catching csv.Error is anyone's); its quotes left open are
+  tested in tests/test_csv_quotes.py."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import datetime
+import importlib
+import inspect
 import io
 import json
 import shutil
@@ -43,18 +49,52 @@ def deadline():
 YAML = ("yaml", "ruamel", "_yaml")
 JSON = ("json.load", "json.loads", "json.JSONDecoder", "json.decoder", "json.scanner", "_json")
 OTHER_JSON = ("simplejson", "orjson", "ujson", "rapidjson")
+# What parses CSV (catching csv.Error is anyone's): the csv module's readers and its one setting,
+# and the libraries that read CSV files whole.
+CSV = (
+    "csv.reader",
+    "csv.DictReader",
+    "csv.Sniffer",
+    "csv.field_size_limit",
+    "_csv",
+    "pandas",
+    "pyarrow",
+    "polars",
+    "numpy.loadtxt",
+    "numpy.genfromtxt",
+)
+# Each format's one reader, the libraries only it may reach, and the bounds it reads within: module
+# constants of the reader that its code uses, or a parameter every caller must pass.
+PARSERS = {
+    "YAML": ("core.local_files", YAML, ["MAX_YAML_BYTES", "MAX_YAML_NODES", "MAX_YAML_DEPTH"], []),
+    "JSON": ("core.contract.json_text", JSON + OTHER_JSON, ["MAX_DEPTH"], ["loads.max_chars", "json_lines.max_chars"]),
+    "CSV": ("transforms.csv_records", CSV, ["CSV_ROW_LIMIT", "CSV_DELIMITER_LIMIT", "CSV_ROW_LINES"], []),
+}
 
 
 def test_the_scan_finds_what_each_chokepoint_reaches():
     """The scan must see the readers themselves, or it would pass on any code."""
     assert {"yaml", "yaml.SafeLoader"} <= {reach.name for reach in reached("core.local_files")}
     assert {"core.local_files", "core.contract.json_text"} <= users(YAML + JSON)
+    assert users(CSV) == {"transforms.csv_records"}
 
 
-def test_yaml_is_read_by_load_yaml_alone():
-    """A settings file's bounds (bytes, values once aliases are expanded, nesting) hold for every
-    reader of YAML: no other module imports a YAML library."""
-    assert bypasses(YAML, {"core.local_files"}) == []
+@pytest.mark.parametrize("parser", PARSERS)
+def test_every_parser_is_one_reader_with_its_bounds(parser):
+    """YAML, JSON and CSV are each parsed by one module, and it has its bounds: constants its code
+    uses (not only defines), and bounds its callers must give (a parameter without a default). So
+    a settings file's bounds (bytes, values once aliases are expanded, nesting), JSON's (length,
+    nesting) and a CSV record's (characters, delimiters, lines) hold for every reader."""
+    module, libraries, constants, parameters = PARSERS[parser]
+    assert bypasses(libraries, {module}) == []
+    reader = importlib.import_module(module)
+    tree = ast.parse(inspect.getsource(reader))
+    used = [node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)]
+    for constant in constants:
+        assert isinstance(getattr(reader, constant), int) and used.count(constant) >= 1, constant
+    for parameter in parameters:
+        function, name = parameter.split(".")
+        assert inspect.signature(getattr(reader, function)).parameters[name].default is inspect.Parameter.empty
 
 
 # --- YAML: nesting
@@ -139,12 +179,6 @@ def test_the_cloud_settings_refuse_deep_nesting_in_their_file_and_their_set_valu
 
 
 # --- JSON: the one reader
-
-
-def test_json_is_read_by_json_text_alone():
-    """Manifests, error reports, leases, model.json and JSON options are read within their bounds
-    of length and nesting: no other module parses JSON (writing it is anyone's)."""
-    assert bypasses(JSON + OTHER_JSON, {"core.contract.json_text"}) == []
 
 
 def depth(value) -> int:

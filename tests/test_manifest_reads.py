@@ -257,7 +257,7 @@ def test_inspect_refuses_a_manifest_of_the_wrong_shape_in_one_line(dataset, tmp_
         )
 
 
-@pytest.mark.parametrize("key", ["splits", "features"])
+@pytest.mark.parametrize("key", ["splits", "count", "shard", "huge"])
 def test_the_trainer_refuses_a_manifest_of_the_wrong_shape_in_one_line(dataset, tmp_path, key):
     data = damage(dataset, tmp_path / "data", key)
     result = run_trainer(["--data", data, "--model_dir", tmp_path / "model", "--epochs", "1"])
