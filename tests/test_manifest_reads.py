@@ -192,6 +192,7 @@ def test_every_reader_reads_a_damaged_manifest_or_refuses_it_in_one_line(manifes
         assert "Traceback" not in err and code == (2 if refused else code in (0, 1) and code), (code, err)
         if refused:
             assert err.count("\n") == 1 and err.startswith(f"error: {folder}/{name}: "), err
+            assert "\x1b" not in err and "\r" not in err
             assert main(["inspect", folder, "--verify"]) == 2
             assert capsys.readouterr().err == err
             root, version = os.path.split(folder)

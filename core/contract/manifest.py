@@ -288,7 +288,8 @@ def reading_schema() -> dict:
     """manifest.schema.json as a reader applies it. The schema describes what this version writes,
     every key present; a reader also takes a manifest that leaves out a key its dataclass has a
     default for, or holds it at that default (format_version 1 and 2 lack the keys later ones
-    added, and other writers leave out what is empty), as the schema's description says."""
+    added, and other writers leave out what is empty), as the schema's description says. Its
+    definitions are written out where they are used."""
     schema = json_schema()
     for part, cls in (
         (schema, Manifest),
@@ -298,7 +299,20 @@ def reading_schema() -> dict:
         (schema["properties"]["listing"], Listing),
     ):
         part["required"] = [key for key in part["required"] if key not in _defaults(cls)]
-    return schema
+    return _inlined(schema, schema.pop("$defs"))
+
+
+def _inlined(node: Any, defs: dict) -> Any:
+    """`node` with each `{"$ref": "#/$defs/name"}` replaced by that definition: the same checks, made
+    without looking up a reference for every column of a manifest."""
+    if isinstance(node, list):
+        return [_inlined(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    found = {key: _inlined(value, defs) for key, value in node.items() if key != "$ref"}
+    if "$ref" in node:
+        return {**_inlined(defs[node["$ref"].removeprefix("#/$defs/")], defs), **found}
+    return found
 
 
 def _is_integer(_checker, value: Any) -> bool:
