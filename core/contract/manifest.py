@@ -20,8 +20,6 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-import jsonschema
-
 from core.contract import json_text
 from core.contract.layout import (
     FILE_FORMATS,
@@ -247,11 +245,9 @@ class Manifest:
         defaults = _defaults(cls)
         body = {key: value for key, value in body.items() if key not in defaults or not _is(value, defaults[key])}
         # Formats 1 and 2 are format 3 without the keys it added (they read as their defaults).
-        error = jsonschema.exceptions.best_match(
-            _reading_validator().iter_errors(body if version >= 3 else {**body, "format_version": FORMAT_VERSION})
-        )
-        if error is not None:
-            raise ManifestError(f"manifest is malformed: {problem(error)}")
+        found = schema_problem(body if version >= 3 else {**body, "format_version": FORMAT_VERSION})
+        if found is not None:
+            raise ManifestError(f"manifest is malformed: {found}")
         splits = {
             n: SplitInfo(name=n, **{key: tuple(v) if isinstance(v, list) else v for key, v in s.items()})
             for n, s in body["splits"].items()
@@ -321,17 +317,28 @@ def _is_integer(_checker, value: Any) -> bool:
     return type(value) is int
 
 
-_Validator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
-)
-
-
 @functools.cache
-def _reading_validator() -> jsonschema.protocols.Validator:
-    """The validator of reading_schema, built once a process (annotations, `format` included, are
-    not checked)."""
-    return _Validator(reading_schema())
+def _reading_validator():
+    """The jsonschema validator of reading_schema, built once a process (annotations, `format`
+    included, are not checked). jsonschema is imported here, when a manifest is first read, not
+    with this module: the commands' flags take its names, and a Python without the project's
+    packages is told so in one line (pipeline.missing_packages) before anything imports them."""
+    import jsonschema
+
+    validator = jsonschema.validators.extend(
+        jsonschema.Draft202012Validator,
+        type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+    )
+    return validator(reading_schema())
+
+
+def schema_problem(body: Any) -> str | None:
+    """Where a manifest's JSON value differs from reading_schema, as `problem` words it (the error
+    jsonschema's best_match picks), or None when it does not."""
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_reading_validator().iter_errors(body))
+    return None if error is None else problem(error)
 
 
 _TYPES = {
@@ -347,7 +354,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SHOWN = 60  # characters of a value or key a problem shows
 
 
-def problem(error: jsonschema.ValidationError) -> str:
+def problem(error) -> str:
     """What `error` says, in one line: where in the manifest (a JSON path, `$.splits.train.shards[0]`)
     and what is wrong there, describing the value (its kind, or a short scalar written as JSON)
     rather than quoting it: a manifest may hold any text, control characters too."""
