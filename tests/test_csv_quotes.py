@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pipeline.cli import main
 from tests import broken_images
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
+from tests.one_line import the_one_line
 from tests.subprocess_limits import run_pipeline
 from transforms.csv_records import CSV_ROW_LINES, CsvRecords, QuoteLeftOpen, unreadable_row
 
@@ -204,3 +205,21 @@ def test_the_command_reports_a_quote_left_open_and_writes_the_rows_after_it(tmp_
             "lines after this one are read again, as rows of their own",
         }
     ]
+
+
+def test_a_first_line_with_a_quote_left_open_is_refused_unless_it_is_data(tmp_path):
+    """A header names the columns, so a first line that is no row stops the run in one line (with
+    csv.header auto, it may be the header); declared data (csv.header: false), it is a dead letter."""
+    csv_path = tmp_path / "table.csv"
+    csv_path.write_text('id,"name,value\n1,a,2\n3,b,4\n')
+    result = run_pipeline(["--kind", "csv", "--input", csv_path, "--output", tmp_path / "out"])
+    assert result.returncode == 2, result.stderr
+    assert the_one_line(result.stderr).endswith(
+        f"{csv_path}: cannot read its header, which names the dataset's columns: its first line is no row: a quote "
+        "left open: the quoted field that opens on this line runs to the end of the file (fix its quotes, or set "
+        "csv.header: false if that line is data)"
+    )
+    (tmp_path / "data.yaml").write_text("csv:\n  header: false\n")
+    argv = ["--config", str(tmp_path / "data.yaml"), "--kind", "csv", "--input", str(csv_path)]
+    assert main([*argv, "--output", str(tmp_path / "out"), "--max_error_fraction", "0.5"]) == 0
+    check_run(tmp_path / "out", csv_path, [("bad", 1, None), ("good", 2, None), ("good", 3, None)])

@@ -197,15 +197,19 @@ def read_header(
     whose DialectError this raises). The names are its header's; for a file without one, `names`
     (csv.columns), or column_1 .. column_N. ValueError when the first line is longer than
     HEADER_LIMIT or the header is not UTF-8. A bad byte in a later row is that row's dead letter
-    (ReadCsvRows), so the header is decoded alone, not with the rest. A header the job cannot
-    read (a quote left open in it: csv_records) is ValueError too."""
+    (ReadCsvRows), so the header is decoded alone, not with the rest. A first line the job cannot
+    read as a row (a quote left open in it: csv_records) is ValueError too, unless `header` is
+    False (then it is a row's dead letter): with a header, or maybe one, it names the columns."""
     head, whole = _read_head(uri)
     dialect = choose_dialect(head, delimiter, decimal, header, whole)
     rows = head_rows(head, dialect.delimiter, whole)
-    if dialect.header:
-        _, first_record = next(iter(CsvRecords(io.StringIO(head, newline=""), dialect.delimiter, HEADER_LIMIT)))
-        if isinstance(first_record, Exception):
-            raise ValueError(f"its header is no row: {unreadable_row(first_record)}")
+    if header is not False:  # a header, or may be: its first line decides the columns
+        _, record = next(iter(CsvRecords(io.StringIO(head, newline=""), dialect.delimiter, HEADER_LIMIT)), (0, []))
+        if isinstance(record, Exception):
+            reason = str(record) if isinstance(record, QuoteLeftOpen) else unreadable_row(record)
+            raise ValueError(
+                f"its first line is no row: {reason} (fix its quotes, or set csv.header: false if that line is data)"
+            )
     first = tuple(without_padding(rows[0] if rows else []))
     if not_utf8(first):
         raise ValueError(
