@@ -26,7 +26,8 @@ import shlex
 import zlib
 
 from core import storage
-from core.contract.layout import MANIFEST_NAME
+from core.contract.folders import NEITHER, folder_kind
+from core.contract.versions import LatestPointerError
 from core.file_signatures import binary_kind
 from core.local_files import dangling, not_regular
 from pipeline.config import Config
@@ -119,9 +120,13 @@ def _missing(path: str) -> str:
 
 def _folder_shape(folder: str, config: Config) -> Shape:
     folders, files = _entries(folder)
-    if MANIFEST_NAME in files:
+    try:
+        found = folder_kind(folder, storage.read_text, lambda _: [*folders, *files])
+    except LatestPointerError:  # a LATEST naming no version is a refresh root's all the same
+        found = None
+    if found is None or found.kind != NEITHER:  # this pipeline's output (core.contract.folders)
         return Shape(
-            "a converted dataset (it holds manifest.json)",
+            found.what() if found else "a refresh root (it holds LATEST)",
             advice=f"it is this pipeline's output ({command_name('inspect')} {folder} shows it); "
             "give the data to convert",
         )

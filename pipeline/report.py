@@ -239,3 +239,17 @@ def errors_text(dest: str, manifest: Manifest) -> str:
         lines.append(f"    [{d.get('stage', '?')}] {d.get('source', '?')}: {d.get('reason', '')}")
     lines.append(f"  all errors: {', '.join(join(dest, name) for name in manifest.error_files)}")
     return "\n".join(lines)
+
+
+LEAD_IN_LINES = 5  # of a message whose first line only introduces the lines after it, how many are kept
+
+
+def first_line(message: str) -> str:
+    """A message on one line: its first line, and when that only introduces the lines after it
+    (it ends in ":", as Beam's "Pipeline has validations errors:" does before naming each missing
+    option), those too, up to LEAD_IN_LINES of them, joined by "; "."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines or not lines[0].endswith(":") or len(lines) == 1:
+        return message.splitlines()[0] if message else message
+    more = "; ..." if len(lines) > 1 + LEAD_IN_LINES else ""
+    return f"{lines[0]} {'; '.join(lines[1 : 1 + LEAD_IN_LINES])}{more}"

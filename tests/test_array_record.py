@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 import transforms.shard_parts
 from core import array_record_files
 from core.array_record_files import WRITER_OPTIONS, ArrayRecordError
-from core.contract.layout import ARRAY_RECORD, SHARD_PARTS_FOLDER, TFRECORD, is_dataset_file
+from core.contract.layout import ARRAY_RECORD, SHARD_PARTS_FOLDER, TFRECORD
 from core.contract.manifest import Manifest
 from core.tfrecord_framing import framed
 from pipeline import shard_check
 from pipeline.cli import main
 from pipeline.commands import inspect
+from pipeline.folder_store import referenced
 from pipeline.shard_check import ShardCount, count_shard
 from tests import broken_images
 from tests.dataset_reader import array_records, load_manifest, load_rejected, read_split
@@ -85,7 +86,7 @@ def test_array_record_shards_hold_the_records_of_a_tfrecord_run(runs, kind):
             assert reader.num_records() == length
             assert reader.writer_options_string().startswith("group_size:1,")
             reader.close()
-    assert sorted(p.name for p in array_record.iterdir() if not is_dataset_file(p.name)) == []
+    assert sorted(p.name for p in array_record.iterdir()) == sorted(referenced(manifest))
     assert not (array_record / SHARD_PARTS_FOLDER).exists()
 
 

@@ -77,13 +77,19 @@ def test_manifests_are_built_by_their_reader_and_by_the_run_that_writes_them():
 
 
 def test_the_trainer_and_every_command_read_manifests_through_the_contract():
-    readers = users(["core.contract.manifest.read_manifest", "core.contract.manifest.read_committed_manifest"], True)
+    readers = users(
+        [
+            f"core.contract.manifest.{name}"
+            for name in ("read_manifest", "read_committed_manifest", "read_manifest_file")
+        ],
+        True,
+    )
     assert {
         "trainer.manifest_io",
         "pipeline.commands.inspect",
         "pipeline.commands.refresh",
-        "pipeline.folder_store",
-        "pipeline.job",
+        "pipeline.folder_store",  # for pipeline.job and pipeline.output too
+        "pipeline.ending",
     } <= readers
 
 
@@ -292,17 +298,19 @@ def test_a_refresh_whose_latest_manifest_is_malformed_stops_in_one_line(dataset,
     assert main(["refresh", "--input", str(source), "--output", str(root)]) == 0
 
 
-def test_a_conversion_over_a_malformed_committed_manifest_needs_overwrite(dataset, tmp_path, caplog):
+def test_a_conversion_over_a_malformed_committed_manifest_is_refused(dataset, tmp_path, caplog):
+    """A manifest.json that does not read is no dataset this pipeline wrote: not replaced, even
+    with --overwrite (pipeline.output), and said so in one line naming where it differs."""
     data = damage(dataset, tmp_path / "data", "counts")
     source = photos(tmp_path / "photos", 3)
-    assert main(["--input", str(source), "--output", str(data)]) == 2
-    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-    assert line == (
-        f"{data}/manifest.json: manifest is malformed: $.counts: a string where an object belongs (damaged, or not "
-        "written by tfrecord-pipeline: convert the data again); pass --overwrite to replace what is there"
-    )
-    assert main(["--input", str(source), "--output", str(data), "--overwrite"]) == 0
-    assert read_manifest(str(data), storage.read_text).counts.written == 9  # 3 shapes, 3 photos each
+    for overwrite in ([], ["--overwrite"]):
+        caplog.clear()
+        assert main(["--input", str(source), "--output", str(data), *overwrite]) == 2
+        [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert line.startswith(
+            f"{data}/manifest.json: manifest is malformed: $.counts: a string where an object belongs (damaged, or "
+            "not written by tfrecord-pipeline: convert the data again): it is not a manifest this pipeline wrote"
+        )
 
 
 # --- older formats still read

@@ -10,15 +10,17 @@ import logging
 import tensorflow as tf
 
 from core.contract import manifest as contract
+from core.contract.folders import FolderKindError, dataset_folder
 from core.contract.layout import TFRECORD, join
 from core.contract.manifest import FeatureSpec, Manifest, SplitInfo
-from core.contract.versions import resolve_dataset
+from core.contract.versions import LatestPointerError
 from trainer.errors import (
     DatasetRejectedError,
     FileFormatError,
     IncompleteManifestError,
     ManifestNotFoundError,
     MissingFeatureError,
+    TrainerError,
 )
 
 _LOG = logging.getLogger(__name__)
@@ -32,9 +34,18 @@ def read_text(path: str) -> str | None:
         return f.read()
 
 
+def list_names(folder: str) -> list[str]:
+    """The names directly in a folder through tf.io.gfile ([] when there is none)."""
+    return tf.io.gfile.listdir(folder) if tf.io.gfile.isdir(folder) else []
+
+
 def resolve_data(data: str) -> str:
-    """The dataset folder to train on: `data` itself, or the version a refresh ROOT's LATEST names."""
-    return resolve_dataset(data, read_text)
+    """The dataset folder to train on: `data` itself, or the version a refresh ROOT's LATEST names
+    (core.contract.folders); a ROOT without a version yet, or a folder that is both, is refused."""
+    try:
+        return dataset_folder(data, read_text, list_names)
+    except (FolderKindError, LatestPointerError) as e:
+        raise TrainerError(str(e)) from e
 
 
 def load_manifest(data: str) -> Manifest:

@@ -43,6 +43,7 @@ from apache_beam.io.filesystem import CompressionTypes
 
 from core import array_record_files, storage
 from core.contract.layout import ARRAY_RECORD, GZIP, SHARD_PARTS_FOLDER, TFRECORD, is_remote, join, record_files
+from core.evidence import OwnFolder
 from core.tfrecord_framing import framed, unframed
 from transforms import progress, stopping
 from transforms.gzip_codec import use_gzip_codec
@@ -185,7 +186,7 @@ class SharedParts:
         for path, (split, index, ledger) in sorted(self._ledgers.items()):
             ledger.check_complete(os.path.getsize(path))
             if not ledger.pieces:
-                os.remove(path)
+                storage.delete([path], OwnFolder(self._layout.parts_folder))
                 continue
             if self._header:
                 with open(path, "ab") as f:
@@ -223,7 +224,7 @@ def _finalize_all(parts: Iterable[ShardPart], layout: ShardLayout, writing: prog
             path = finalize_shard(layout, split, index, by_shard[(split, index)])
             writing.add()
             yield path
-    storage.delete_tree(layout.parts_folder)  # with any part of a failed attempt
+    storage.delete([layout.parts_folder], OwnFolder(layout.parts_folder))  # with any part of a failed attempt
 
 
 @beam.ptransform_fn
@@ -274,7 +275,7 @@ class _Transcode(beam.DoFn):
 
 def _without_parts_folder(paths, layout: ShardLayout):
     paths = list(paths)
-    storage.delete_tree(layout.parts_folder)  # with any part of a failed attempt
+    storage.delete([layout.parts_folder], OwnFolder(layout.parts_folder))  # with any part of a failed attempt
     return paths
 
 

@@ -450,7 +450,12 @@ def read_manifest(folder: str, read_text: Callable[[str], str | None]) -> Manife
 def read_committed_manifest(folder: str, read_text: Callable[[str], str | None]) -> Manifest | None:
     """The manifest.json of `folder`, None when it has none (whatever else it holds: for a writer
     deciding what a folder holds); ManifestError naming the file when it cannot be read."""
-    path = join(folder, MANIFEST_NAME)
+    return read_manifest_file(join(folder, MANIFEST_NAME), read_text)
+
+
+def read_manifest_file(path: str, read_text: Callable[[str], str | None]) -> Manifest | None:
+    """The manifest in the file at `path` (a run's staging folder keeps copies under other names),
+    None when there is no such file; ManifestError naming the file when it cannot be read."""
     text = read_text(path)
     return None if text is None else _parse(path, text)
 

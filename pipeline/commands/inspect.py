@@ -17,10 +17,11 @@ import os
 import sys
 
 from core import storage
+from core.contract.folders import FolderKindError, dataset_folder
 from core.contract.layout import ARRAY_RECORD
 from core.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
 from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
-from core.contract.versions import LatestPointerError, resolve_dataset
+from core.contract.versions import LatestPointerError
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
 from pipeline.flags import DEBUG_HELP, OneLineParser, command_name
 from pipeline.report import dataset_summary, errors_text, rejected_summary
@@ -78,7 +79,7 @@ def _verify(dest: str, manifest: Manifest) -> int:
 def _resolve(path: str) -> str:
     """The folder to inspect: `path`, or the version its LATEST names when `path` is a refresh
     root, so inspect reads the dataset the trainer would read from the same path."""
-    folder = resolve_dataset(path, storage.read_text)
+    folder = dataset_folder(path, storage.read_text, storage.children)
     if folder != path:
         print(f"{path.rstrip('/')}/LATEST names version {storage.basename(folder)}: inspecting {folder}")
     return folder
@@ -128,7 +129,7 @@ def main(argv: list[str]) -> int:
         return status
     except ManifestRejectedError as e:
         return _rejected(folder, e.manifest, args)
-    except (ManifestError, LatestPointerError, ContactSheetError) as e:
+    except (ManifestError, LatestPointerError, FolderKindError, ContactSheetError) as e:
         missing = not storage.is_remote(args.dest) and not os.path.exists(args.dest)
         print(f"error: {args.dest} does not exist" if missing else f"error: {e}", file=sys.stderr)
         return 2
