@@ -51,7 +51,13 @@ from core.contract.layout import (
     is_remote,
     join,
 )
-from core.contract.manifest import Manifest, ManifestError, read_rejected_manifest
+from core.contract.manifest import (
+    Manifest,
+    ManifestError,
+    read_committed_manifest,
+    read_manifest_file,
+    read_rejected_manifest,
+)
 from core.contract.versions import is_run
 from core.evidence import Evidence, NamedBy, OwnFolder, RunFolders, below
 from pipeline.lease import Fence, LeaseLost
@@ -65,8 +71,7 @@ REPLACED_NAME = "manifest.replaced.json"  # in a run's staging folder: the manif
 
 def committed_manifest(output: str) -> Manifest | None:
     """The manifest of the dataset committed in `output`, or None when there is none."""
-    text = storage.read_text(join(output, MANIFEST_NAME))
-    return None if text is None else Manifest.from_json(text)
+    return read_committed_manifest(output, storage.read_text)
 
 
 def referenced(manifest: Manifest) -> set[str]:
@@ -392,8 +397,7 @@ class FolderPublication:
 
 def _manifest_at(path: str) -> Manifest | None:
     """The manifest in the file at `path`; None when there is none (ManifestError: not one)."""
-    text = storage.read_text(path)
-    return None if text is None else Manifest.from_json(text)
+    return read_manifest_file(path, storage.read_text)
 
 
 def _committed_or_none(output: str) -> Manifest | None:

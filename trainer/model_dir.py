@@ -18,9 +18,11 @@ import json
 
 import tensorflow as tf
 
+from core.contract import json_text
 from trainer.errors import ModelDirError
 
 SPEC_NAME = "model.json"
+SPEC_BYTES = 1 << 20  # what model.json may hold: a run writes a few hundred bytes
 COMPARED = ("model", "task", "label", "classes", "features", "string_buckets")
 _SHOWN_CHARACTERS = 80  # of a value in a message
 
@@ -38,11 +40,13 @@ def check(model_dir: str, spec: dict) -> str | None:
     path = tf.io.gfile.join(model_dir, SPEC_NAME)
     if not tf.io.gfile.exists(path):
         return latest
-    with tf.io.gfile.GFile(path) as f:
+    with tf.io.gfile.GFile(path, "rb") as f:
         try:
-            recorded = json.loads(f.read())
-        except json.JSONDecodeError:
+            recorded = json_text.loads(f.read(SPEC_BYTES + 1), SPEC_BYTES)
+        except json_text.NotJson:
             recorded = {}
+    if not isinstance(recorded, dict):
+        recorded = {}
     differences = [
         f"its {key} {_shown(recorded.get(key))}, this run's {_shown(spec.get(key))}"
         for key in COMPARED
