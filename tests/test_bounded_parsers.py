@@ -17,7 +17,6 @@ import dataclasses
 import datetime
 import importlib
 import inspect
-import io
 import json
 import shutil
 import time
@@ -37,6 +36,7 @@ from tests.alarm import alarm
 from tests.name_scan import bypasses, reached, users
 from tests.one_line import the_one_line
 from tests.subprocess_limits import run_pipeline
+from tests.test_bounded_inputs import Spy
 
 
 @pytest.fixture(autouse=True)
@@ -239,14 +239,6 @@ def test_what_json_loads_would_take_or_crash_on_is_refused_in_one_line(text, mes
 
 
 def test_json_lines_never_hold_a_line_past_its_bound():
-    class Spy(io.StringIO):
-        longest = 0
-
-        def readline(self, size=-1):
-            line = super().readline(size)
-            self.longest = max(self.longest, len(line))
-            return line
-
     text = Spy('{"a": 1}\n' + "[" * 5000 + "\n\n" + '"' + "x" * 250 + '"\n[2]')
     found = list(json_lines(text, 100))
     assert text.longest <= 101
