@@ -17,7 +17,12 @@ YAML in the same words, and one too large: a settings file is a few kB, and YAML
 stand for gigabytes ("billion laughs": `b: &b [*a, *a, ...]` nine levels deep), which every
 reader of the values (the checks of pipeline.config, the repr of a bad value) would walk. The
 file's bytes and the nodes of its document with every alias expanded are bounded, the nodes
-counted without expanding anything (yaml_nodes); small anchors keep working.
+counted without expanding anything (yaml_nodes); small anchors keep working. So is how deep lists
+and mappings nest: the YAML composer, and every reader of the values, recurse once per level, and
+`[[[[...]]]]` thousands deep would end in Python's RecursionError; the parser's events are counted
+as the composer takes them, so it stops at the bound, and aliases that nest what they name deeper
+still are measured with the nodes. load_yaml is the one reader of YAML (tests/test_bounded_parsers.py
+fails on any other).
 """
 
 from __future__ import annotations
@@ -49,10 +54,14 @@ MAX_YAML_BYTES = 256 << 10
 # More nodes than any YAML text within MAX_YAML_BYTES writes without aliases (a node takes a byte or
 # more: `{a,b}`), so only alias expansion passes it; pydantic checks that many in about a second.
 MAX_YAML_NODES = 1_000_000
+# Levels of lists and mappings inside one another. A settings file nests a few (image.keys.label);
+# Python's recursive readers of the values take several frames a level, of the 1,000 it allows.
+MAX_YAML_DEPTH = 64
 
 
 class NotYaml(ValueError):
-    """Settings that are not UTF-8 text, not YAML, or larger than MAX_YAML_BYTES or MAX_YAML_NODES.
+    """Settings that are not UTF-8 text, not YAML, larger than MAX_YAML_BYTES or MAX_YAML_NODES, or
+    nested deeper than MAX_YAML_DEPTH.
     The message (`is not valid YAML: ...`) says why and where; the caller puts the file or flag in
     front of it, for its refusal."""
 
@@ -180,22 +189,26 @@ _YAML_PROBLEMS = (
 
 def parse_yaml(text: str) -> Any:
     """The YAML value of `text`; NotYaml, on one line, when it is not YAML or its document, aliases
-    expanded, would hold more than MAX_YAML_NODES nodes (checked before any value is built). The
-    refusal names the kind of problem and its line and column, and quotes nothing of `text`."""
+    expanded, would hold more than MAX_YAML_NODES nodes or nest deeper than MAX_YAML_DEPTH (checked
+    before any value is built). The refusal names the kind of problem and its line and column, and
+    quotes nothing of `text`."""
     import yaml  # here only: the converting processes import this module and read no YAML
 
     loader = None
     try:
         loader = yaml.SafeLoader(text)  # which reads the text's first characters: a ReaderError too
+        _bound_depth(loader, yaml)
         document = loader.get_single_node()
         if document is None:
             return None
-        nodes = yaml_nodes(document, MAX_YAML_NODES)
+        nodes, depth = yaml_nodes(document, MAX_YAML_NODES)
         if nodes > MAX_YAML_NODES:
             raise NotYaml(
                 f"holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are expanded, the most a "
                 "settings file may: an alias of an alias of ... multiplies what it stands for"
             )
+        if depth > MAX_YAML_DEPTH:
+            raise _too_deep()
         return loader.construct_document(document)
     except NotYaml:
         raise
@@ -220,12 +233,40 @@ def _yaml_problem(kind: str, mark) -> str:
     return problem if mark is None else f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
 
 
-def yaml_nodes(document, limit: int) -> int:
-    """The nodes of a composed YAML document with every alias expanded, counted without expanding:
-    an alias is the node it names, so each node's count is found once, in time and memory linear
-    in the text. Counts are capped just past `limit` (any result above it means "too many"), and an
-    alias inside what it names (`&a [*a]`, endless once expanded) counts as past it."""
-    counts: dict[int, int] = {}
+def _bound_depth(loader, yaml) -> None:
+    """Makes `loader` raise NotYaml on the first list or mapping nested deeper than MAX_YAML_DEPTH,
+    as its composer takes the event that opens it: the composer recurses once per level, so the
+    count must stop it before Python's recursion limit does."""
+    get_event, depth = loader.get_event, 0
+
+    def counted():
+        nonlocal depth
+        event = get_event()
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise _too_deep()
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        return event
+
+    loader.get_event = counted
+
+
+def _too_deep() -> NotYaml:
+    return NotYaml(
+        f"nests lists or mappings more than {MAX_YAML_DEPTH} levels deep, the most a settings file may (its "
+        "settings nest a few levels: `image: {keys: {label: ...}}`)"
+    )
+
+
+def yaml_nodes(document, limit: int) -> tuple[int, int]:
+    """The nodes of a composed YAML document with every alias expanded, and how deep they nest,
+    found without expanding: an alias is the node it names, so each node's count and depth are
+    found once, in time and memory linear in the text. Counts are capped just past `limit` (any
+    result above it means "too many"), and an alias inside what it names (`&a [*a]`, endless once
+    expanded) counts as past it."""
+    counts: dict[int, tuple[int, int]] = {}
     expanding: set[int] = set()
     stack = [(document, False)]
     while stack:
@@ -236,10 +277,13 @@ def yaml_nodes(document, limit: int) -> int:
         children = _children(node)
         if children_counted:
             expanding.discard(key)
-            counts[key] = min(limit + 1, 1 + sum(counts[id(child)] for child in children))
+            below = [counts[id(child)] for child in children]
+            nodes = min(limit + 1, 1 + sum(count for count, _ in below))
+            nested = 1 + max((depth for _, depth in below), default=0) if isinstance(node.value, list) else 0
+            counts[key] = nodes, nested
             continue
         if key in expanding:
-            return limit + 1  # a node that holds itself
+            return limit + 1, 0  # a node that holds itself
         expanding.add(key)
         stack.append((node, True))
         stack.extend((child, False) for child in children if id(child) not in counts)

@@ -51,7 +51,13 @@ from core.contract.layout import (
     is_remote,
     join,
 )
-from core.contract.manifest import Manifest, ManifestError, read_rejected_manifest
+from core.contract.manifest import (
+    Manifest,
+    ManifestError,
+    read_committed_manifest,
+    read_manifest_file,
+    read_rejected_manifest,
+)
 from core.contract.versions import is_run
 from core.evidence import Evidence, NamedBy, OwnFolder, RunFolders, below
 from core.local_files import LeadsOutside, NotARegularFile
@@ -66,8 +72,7 @@ REPLACED_NAME = "manifest.replaced.json"  # in a run's staging folder: the manif
 
 def committed_manifest(output: str) -> Manifest | None:
     """The manifest of the dataset committed in `output`, or None when there is none."""
-    text = storage.read_text(join(output, MANIFEST_NAME), inside=output)
-    return None if text is None else Manifest.from_json(text)
+    return read_committed_manifest(output, storage.text_reader(output))
 
 
 def referenced(manifest: Manifest) -> set[str]:
@@ -394,8 +399,7 @@ class FolderPublication:
 def _manifest_at(path: str, inside: str) -> Manifest | None:
     """The manifest in the file at `path`, read `inside` its folder (core.local_files.open_regular);
     None when there is none (ManifestError: not one)."""
-    text = storage.read_text(path, inside=inside)
-    return None if text is None else Manifest.from_json(text)
+    return read_manifest_file(path, storage.text_reader(inside))
 
 
 def _committed_or_none(output: str) -> Manifest | None:

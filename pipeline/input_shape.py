@@ -17,9 +17,9 @@ text, shown escaped (transforms.tabular.shown), never by its bytes.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import difflib
+import io
 import itertools
 import os
 import shlex
@@ -34,6 +34,7 @@ from core.shown import quoted
 from pipeline.config import Config
 from pipeline.flags import command_name
 from transforms.csv_dialect import DialectError, choose_delimiter
+from transforms.csv_records import CsvRecords
 from transforms.sources import ImageCsvLayoutError, csv_layout, extension_of
 from transforms.splits import SPLIT_NAMES
 from transforms.tabular import hidden_match, image_columns
@@ -257,17 +258,19 @@ def _rows(head: bytes, delimiter: str) -> list[list[str]] | None:
     when they do not parse. Bytes that are not UTF-8 are read as replacement characters: a row of
     them is the run's to report, as a dead letter."""
     text = head.decode("utf-8", "replace")
-    lines = text.splitlines()
-    if len(head) == SNIFF_BYTES and len(lines) > 1:
-        lines = lines[:-1]  # the last line may be cut
+    whole = len(head) < SNIFF_BYTES
     try:
-        delimiter = choose_delimiter(text, delimiter, whole=len(head) < SNIFF_BYTES)
+        delimiter = choose_delimiter(text, delimiter, whole=whole)
     except DialectError:  # no clear choice: the run says why, if it is a tabular one
         delimiter = ","
-    try:
-        rows = [row for row in csv.reader(lines, delimiter=delimiter) if any(cell.strip() for cell in row)]
-    except csv.Error:
-        return None
+    if not whole:
+        text = text[: text.rfind("\n") + 1] or text  # the last line may be cut
+    rows = []
+    for _, row in CsvRecords(io.StringIO(text, newline=""), delimiter):
+        if isinstance(row, Exception):
+            return None
+        if any(cell.strip() for cell in row):
+            rows.append(row)
     return rows[:SNIFF_ROWS]
 
 

@@ -27,6 +27,7 @@ import socket
 import threading
 
 from core import storage
+from core.contract import json_text
 from core.contract.layout import is_remote, join
 from core.evidence import Evidence, MadeFolders
 
@@ -34,6 +35,7 @@ _LOG = logging.getLogger(__name__)
 
 LEASE_NAME = ".lease"
 LEASE_SECONDS = 300  # a live run renews every third of this
+LEASE_BYTES = 4096  # what a lease file may hold: a run writes about 200 bytes of JSON
 
 
 class LeaseHeldError(RuntimeError):
@@ -69,11 +71,17 @@ class Holder:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Holder | None:
-        """None for a lease file that cannot be parsed (treated as stale)."""
+        """None for a lease file that is not a lease a run wrote (treated as stale): not JSON of at
+        most LEASE_BYTES, or without its fields as a run writes them (text, a process id, times
+        with their time zone)."""
         try:
-            return cls(**json.loads(data))
-        except (ValueError, TypeError):
+            holder = cls(**json_text.loads(data, LEASE_BYTES))
+            times = [datetime.datetime.fromisoformat(moment) for moment in (holder.started, holder.expires)]
+        except (ValueError, TypeError):  # not JSON (NotJson), other fields, times that are none
             return None
+        named = isinstance(holder.run, str) and isinstance(holder.host, str)
+        process = type(holder.pid) is int and 0 < holder.pid < 2**31
+        return holder if named and process and all(moment.tzinfo for moment in times) else None
 
     def is_stale(self, now: datetime.datetime) -> bool:
         if datetime.datetime.fromisoformat(self.expires) < now:

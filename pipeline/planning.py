@@ -234,7 +234,7 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
                 table.add(row.source)
             else:
                 first_dead = first_dead or row
-            if cut and records.offset - part.start >= cut:  # the next row starts a part
+            if cut and records.part_may_start and records.offset - part.start >= cut:  # the next row starts a part
                 parts.append(part._replace(end=records.offset))
                 part = CsvPart(records.offset, records.line, None)
     listing.finish()

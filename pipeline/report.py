@@ -13,10 +13,10 @@ deleted)."""
 from __future__ import annotations
 
 import itertools
-import json
 
 from core import storage
-from core.contract.layout import ARRAY_RECORD, REJECTED_MANIFEST_NAME, join
+from core.contract.json_text import NotJson, json_lines
+from core.contract.layout import ARRAY_RECORD, REJECTED_MANIFEST_NAME, REPORT_LINE_CHARS, join
 from core.contract.manifest import Counts, Manifest
 from pipeline.flags import command_name
 from transforms.folder_layout import SPLIT_FOLDERS, FolderLayout
@@ -186,11 +186,9 @@ def first_errors(dest: str, manifest: Manifest, limit: int = FIRST_ERRORS_SHOWN)
         if len(letters) >= limit:
             break
         try:
-            with storage.open_text(join(dest, name), errors="replace", inside=dest) as lines:
-                for line in itertools.islice(lines, SCANNED_LINES):
-                    if not line.strip():
-                        continue
-                    letter = _letter(name, line)
+            with storage.open_text(join(dest, name), errors="replace", inside=dest) as text:
+                for number, value in itertools.islice(json_lines(text, REPORT_LINE_CHARS), SCANNED_LINES):
+                    letter = _letter(name, number, value)
                     whole_file = _whole_file(letter)
                     covered += 1
                     if whole_file in files:
@@ -217,17 +215,15 @@ def _whole_file(letter: dict) -> tuple[str, str] | None:
     return (file if file and line.isdigit() else source), str(letter.get("reason", ""))
 
 
-def _letter(report: str, line: str) -> dict:
-    """A line of an error report as its dead letter; a line that is not one (the report was cut, or
-    is not the run's) is described by its length, never quoted: what it holds is unknown."""
-    try:
-        letter = json.loads(line)
-    except json.JSONDecodeError:
-        letter = None
-    if isinstance(letter, dict):
-        return letter
-    reason = f"unreadable line of {len(line.strip()):,} characters, not a dead letter"
-    return {"source": report, "stage": "?", "reason": reason}
+def _letter(report: str, number: int, value) -> dict[str, str]:
+    """The dead letter on line `number` of a report (json_text.json_lines' value), its source,
+    stage and reason as text; a line that is not one is a letter saying so (a report may come
+    from elsewhere: it describes the line, never quotes it)."""
+    if isinstance(value, NotJson):
+        return {"source": f"{report}:{number}", "stage": "?", "reason": f"unreadable line: it {value}"}
+    if not isinstance(value, dict):
+        return {"source": f"{report}:{number}", "stage": "?", "reason": "unreadable line: not a JSON object"}
+    return {key: str(value.get(key, default)) for key, default in (("source", "?"), ("stage", "?"), ("reason", ""))}
 
 
 def error_lines(dest: str, manifest: Manifest) -> list[str]:

@@ -23,11 +23,15 @@ from collections.abc import Callable
 
 import pipeline
 from core import local_writes
+from core.contract import json_text
 from core.contract.layout import INDEX_FOLDER, TFRECORD, index_file, is_remote
 from core.tfrecord_framing import FRAMING_BYTES
 from pipeline.shard_records import read_shard
 from pipeline.tfrecord_reader import RecordError
 
+# What a counting process answers of a shard, a JSON line (ShardCount): its name, a count and a
+# reason are far shorter.
+ANSWER_CHARS = 1 << 20
 # Where `pipeline` is imported from, for the processes (a checkout or site-packages).
 _IMPORT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(pipeline.__file__)))
 
@@ -135,7 +139,7 @@ def count_shards(
                 said = err.read().decode(errors="replace").strip().splitlines()
                 answered = f"exit status {process.returncode}, {len(lines)} answers for {len(share)} shards"
                 raise OSError(f"reading shards back in a process of its own failed: {said[-1] if said else answered}")
-            counted += [ShardCount(*json.loads(line)) for line in lines]
+            counted += [ShardCount(*json_text.loads(line, ANSWER_CHARS)) for line in lines]
     return counted
 
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import logging
 
 from core import storage
 from core.contract import tf_import
 from core.contract.features import parse_spec
-from core.contract.layout import join
+from core.contract.json_text import NotJson, json_lines
+from core.contract.layout import REPORT_LINE_CHARS, join
 from core.contract.manifest import Manifest
 from core.local_files import LeadsOutside, NotARegularFile
 from core.shown import quoted
@@ -280,24 +280,21 @@ def _check_stray_shards(dest: str, manifest: Manifest, result: Verification) -> 
 def _check_error_files(dest: str, manifest: Manifest, result: Verification) -> None:
     lines = 0
     for name in manifest.error_files:
+        if not storage.exists(join(dest, name)):
+            result.problem(f"{name}: error report listed in the manifest but missing")
+            continue
         try:
-            text = storage.read_text(join(dest, name), errors="replace", inside=dest)
+            text = storage.open_text(join(dest, name), errors="replace", inside=dest)
         except (NotARegularFile, LeadsOutside) as e:  # the message names the file
             result.problem(str(e))
             continue
-        if text is None:
-            result.problem(f"{name}: error report listed in the manifest but missing")
-            continue
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            lines += 1
-            try:
-                letter = json.loads(line)
-                if not isinstance(letter, dict) or not all(k in letter for k in ("source", "stage", "reason")):
-                    raise ValueError("missing source/stage/reason")
-            except ValueError as e:
-                result.problem(f"{name}: line {number}: not a dead letter ({e})")
+        with text:
+            for number, letter in json_lines(text, REPORT_LINE_CHARS):
+                lines += 1
+                if isinstance(letter, NotJson):
+                    result.problem(f"{name}: line {number}: not a dead letter (it {letter})")
+                elif not isinstance(letter, dict) or not all(k in letter for k in ("source", "stage", "reason")):
+                    result.problem(f"{name}: line {number}: not a dead letter (missing source/stage/reason)")
     if manifest.error_files and lines != manifest.counts.errors:
         result.problem(
             f"error reports hold {lines} dead letter(s), the manifest counts {manifest.counts.errors} errors"

@@ -150,11 +150,11 @@ def test_every_reader_refuses_a_manifest_naming_a_file_outside_its_folder(
     else:
         body[field] = [name]
     (out / MANIFEST_NAME).write_text(json.dumps(body))
-    with pytest.raises(ManifestError, match="not a plain name inside its folder"):
+    with pytest.raises(ManifestError, match="is not a file name inside the folder"):
         read_manifest(str(out), text_reader(str(out)))
     for inspect in (["inspect", str(out)], ["inspect", str(out), "--verify"]):
         assert main(inspect) == 2
-        assert "not a plain name inside its folder" in capsys.readouterr().err
+        assert "is not a file name inside the folder" in capsys.readouterr().err
 
 
 def test_the_trainer_refuses_a_manifest_naming_a_file_outside_its_folder(dataset, tmp_path):
@@ -166,5 +166,5 @@ def test_the_trainer_refuses_a_manifest_naming_a_file_outside_its_folder(dataset
     body = json.loads((dataset / MANIFEST_NAME).read_text())
     body["splits"]["train"]["shards"] = ["../../x"]
     (out / MANIFEST_NAME).write_text(json.dumps(body))
-    with pytest.raises(IncompleteManifestError, match="not a plain name inside its folder"):
+    with pytest.raises(IncompleteManifestError, match="is not a file name inside the folder"):
         load_manifest(str(out))

@@ -18,10 +18,12 @@ import json
 
 import tensorflow as tf
 
+from core.contract import json_text
 from trainer.errors import ModelDirError
 from trainer.manifest_io import read_text
 
 SPEC_NAME = "model.json"
+SPEC_BYTES = 1 << 20  # what model.json may hold: a run writes a few hundred bytes
 COMPARED = ("model", "task", "label", "classes", "features", "string_buckets")
 _SHOWN_CHARACTERS = 80  # of a value in a message
 
@@ -40,8 +42,10 @@ def check(model_dir: str, spec: dict) -> str | None:
     if text is None:
         return latest
     try:
-        recorded = json.loads(text)
-    except json.JSONDecodeError:
+        recorded = json_text.loads(text, SPEC_BYTES)
+    except json_text.NotJson:
+        recorded = {}
+    if not isinstance(recorded, dict):
         recorded = {}
     differences = [
         f"its {key} {_shown(recorded.get(key))}, this run's {_shown(spec.get(key))}"

@@ -22,13 +22,13 @@ every file as the planner decided. No Beam.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import io
 import re
 
 from core.shown import quoted
 from transforms.csv_numbers import GROUPED_THOUSANDS, is_float, is_int64
+from transforms.csv_records import CsvRecords, QuoteLeftOpen
 from transforms.sources import without_padding
 
 AUTO = "auto"
@@ -293,16 +293,15 @@ def _fit(cell: str) -> int:
 
 
 def head_rows(head: str, delimiter: str, whole: bool) -> list[list[str]]:
-    """A CSV's first lines, `head`, split at `delimiter`: its first row, then each non-blank row (a
-    row csv cannot parse is left out, and so is the last unless `head` is the whole file)."""
-    reader = csv.reader(io.StringIO(head, newline=""), delimiter=delimiter)
+    """A CSV's first lines, `head`, split at `delimiter` as the job reads them (csv_records): its
+    first row, then each non-blank row. A record that is no row is left out, and so is the last
+    unless `head` is the whole file (it may be cut), and all from a quoted field that the cut
+    leaves open (its lines are not rows)."""
     rows = []
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error:
+    for _, row in CsvRecords(io.StringIO(head, newline=""), delimiter):
+        if isinstance(row, QuoteLeftOpen) and not whole:
+            return rows
+        if isinstance(row, Exception):
             continue
         if not rows or any(cell.strip() for cell in row):
             rows.append(row)

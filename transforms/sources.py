@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import os
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
@@ -54,6 +55,8 @@ Outcome = Source | Skipped | DeadLetter
 
 # Split values that mean "hash it" (AutoML's UNASSIGNED); the others are SPLIT_NAMES or a configured split.
 _UNASSIGNED = {"", "unassigned"}
+# The other rows a conflict's dead letter names (a count says how many more): enough to find them.
+CONFLICTS_NAMED = 10
 
 
 def extension_of(path: str) -> str:
@@ -407,27 +410,37 @@ def resolve_duplicates(rows: Iterable[CsvRow]) -> list[tuple[int, Outcome]]:
 
     Identical rows (same label, same split): the first becomes the Source, every later one a
     `duplicate` dead letter naming the first's line. Rows that disagree on label or split: a
-    conflict, so none is converted and each is a `conflict` dead letter naming the other lines."""
+    conflict, so none is converted and each is a `conflict` dead letter naming the other lines
+    (the first CONFLICTS_NAMED, and how many more).
+
+    Work in proportion to the rows (a CSV may list one image thousands of times): the rows are
+    grouped by what they say once, and each group's others found in one pass that stops after
+    CONFLICTS_NAMED of them, skipping only the group's own rows."""
     rows = sorted(rows, key=lambda r: r.line)
-    if len({(r.source.label, r.source.split) for r in rows}) == 1:
+    said = [(r.source.label, r.source.split) for r in rows]
+    groups: dict[tuple[str, str], list[CsvRow]] = {}
+    for r, what in zip(rows, said, strict=True):
+        groups.setdefault(what, []).append(r)
+    if len(groups) == 1:
         first = rows[0]
         return [(first.line, first.source)] + [
             (r.line, DeadLetter(r.where, "duplicate", f"duplicate row of line {first.line} ({r.source.key})"))
             for r in rows[1:]
         ]
     outcomes = []
-    for r in rows:
-        others = [o for o in rows if (o.source.label, o.source.split) != (r.source.label, r.source.split)]
-        named = "; ".join(
-            f"line {o.line} (label {quoted(o.source.label)}, split {quoted(o.source.split)})" for o in others[:10]
-        )
-        more = f" and {len(others) - 10} more" if len(others) > 10 else ""
-        reason = (
-            f"conflict: {r.source.key} has label {quoted(r.source.label)}, split {quoted(r.source.split)} here but "
-            f"{named}{more}; none of its rows is converted"
-        )
-        outcomes.append((r.line, DeadLetter(r.where, "conflict", reason)))
-    return outcomes
+    for (label, split), own in groups.items():
+        others = ((r.line, what) for r, what in zip(rows, said, strict=True) if what != (label, split))
+        named = list(itertools.islice(others, CONFLICTS_NAMED))
+        listed = "; ".join(f"line {line} (label {quoted(what[0])}, split {quoted(what[1])})" for line, what in named)
+        more = len(rows) - len(own) - len(named)
+        listed += f" and {more} more" if more else ""
+        for r in own:
+            reason = (
+                f"conflict: {r.source.key} has label {quoted(label)}, split {quoted(split)} here but {listed}; none "
+                "of its rows is converted"
+            )
+            outcomes.append((r.line, DeadLetter(r.where, "conflict", reason)))
+    return sorted(outcomes, key=lambda outcome: outcome[0])
 
 
 def bucket_missing(uri: str) -> str | None:

@@ -55,7 +55,7 @@ from transforms import progress, stopping
 from transforms.counting import counter
 from transforms.csv_dialect import AUTO, CsvDialect, DialectError, choose_dialect, head_rows, row_fields
 from transforms.csv_numbers import GROUPED_THOUSANDS, OTHER_DECIMAL, is_float, is_int64, other_decimal, read_float
-from transforms.csv_records import CSV_ROW_LIMIT, RecordTooLong, bounded_rows, unreadable_row
+from transforms.csv_records import CSV_ROW_LIMIT, CsvRecords, QuoteLeftOpen, RecordTooLong, bounded_rows, unreadable_row
 from transforms.example_proto import ExampleTooLarge, encode_example
 from transforms.label_column import MAX_CLASSES, label_classes, label_warnings
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Record, Skipped
@@ -196,11 +196,19 @@ def read_header(
     whose DialectError this raises). The names are its header's; for a file without one, `names`
     (csv.columns), or column_1 .. column_N. ValueError when the first line is longer than
     HEADER_LIMIT or the header is not UTF-8. A bad byte in a later row is that row's dead letter
-    (ReadCsvRows), so the header is decoded alone, not with the rest."""
-    csv.field_size_limit(CSV_ROW_LIMIT)  # the csv module's one setting, as the job's (ReadCsvRows)
+    (ReadCsvRows), so the header is decoded alone, not with the rest. A first line the job cannot
+    read as a row (a quote left open in it: csv_records) is ValueError too, unless `header` is
+    False (then it is a row's dead letter): with a header, or maybe one, it names the columns."""
     head, whole = _read_head(uri)
     dialect = choose_dialect(head, delimiter, decimal, header, whole)
     rows = head_rows(head, dialect.delimiter, whole)
+    if header is not False:  # a header, or may be: its first line decides the columns
+        _, record = next(iter(CsvRecords(io.StringIO(head, newline=""), dialect.delimiter, HEADER_LIMIT)), (0, []))
+        if isinstance(record, Exception):
+            reason = str(record) if isinstance(record, QuoteLeftOpen) else unreadable_row(record)
+            raise ValueError(
+                f"its first line is no row: {reason} (fix its quotes, or set csv.header: false if that line is data)"
+            )
     first = tuple(without_padding(rows[0] if rows else []))
     if not_text(first):
         raise NotCsvText(head)
@@ -372,7 +380,7 @@ class ReadCsvRows(beam.DoFn):
                 read.watch(text)
                 first_limit = HEADER_LIMIT if self._header else CSV_ROW_LIMIT
                 yield from self._rows(path, key, bounded_rows(text, self._delimiter, first_limit), read)
-        except csv.Error as e:  # before the first row: the header cannot be parsed
+        except (csv.Error, QuoteLeftOpen) as e:  # before the first row: the header cannot be parsed
             letter = DeadLetter(path, "header", f"malformed header: {e}")
             yield _whole_file_error(self._listed, self._errors, letter)
         except RecordTooLong as e:  # the header's: every row's is caught

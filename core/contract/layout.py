@@ -103,6 +103,9 @@ class ShardedFileTemplate:
 GZIP, UNCOMPRESSED = "GZIP", "NONE"  # a manifest's `compression`
 _RECORD_FILES = {GZIP: ShardedFileTemplate(".tfrecord.gz"), UNCOMPRESSED: ShardedFileTemplate(".tfrecord")}
 ERROR_FILES = ShardedFileTemplate(".jsonl")
+# The most a line of a report (ERROR_FILES) may hold, for its readers: a dead letter's source and
+# reason are a few kB at most (a path, and at most ten names or lines).
+REPORT_LINE_CHARS = 1 << 20
 INDEX_SUFFIX = ".idx"  # the index format NVIDIA DALI and the `tfrecord` package share
 INDEX_FOLDER = "index"  # below the dataset's folder: readers glob `train-*`, `*.tfrecord*` in it
 TFDS_METADATA_FILES = ("dataset_info.json", "features.json")  # beside uncompressed shards

@@ -98,14 +98,21 @@ def _settings(options: dict) -> str:
 
 
 def previous_manifest(root: str, version: str | None) -> Manifest | None:
-    """The manifest of the version LATEST names; None when there is none, or it cannot be read."""
+    """The manifest of the version LATEST names; None when LATEST names none. One that cannot be
+    read (missing, damaged, malformed) stops the refresh (LatestPointerError, exit 2): a new
+    version keeps the label ids of the previous one, so that a model trained on it reads the new
+    records with the right classes, and one made without them could renumber every class with
+    nobody watching a scheduled refresh's log. The readers that follow LATEST refuse that version
+    too; the fix is the user's: point LATEST at a version that reads, or remove it."""
     if version is None:
         return None
     try:
         return read_manifest(join(root, version), storage.text_reader(root))
-    except ManifestError as e:  # missing or unreadable: LATEST names a version we cannot compare with
-        _LOG.warning("cannot use the manifest of the version LATEST names (%s): refreshing", e)
-        return None
+    except ManifestError as e:
+        raise LatestPointerError(
+            f"{root}/LATEST names version {version}, whose label ids a refresh keeps, but {e}; or point LATEST at "
+            f"a version that reads (echo VERSION > {root}/LATEST), or remove {root}/LATEST to start afresh"
+        ) from e
 
 
 def unchanged_since(root: str, version: str, previous: Manifest, plan: Plan, config: Config) -> str | None:
@@ -119,7 +126,7 @@ def unchanged_since(root: str, version: str, previous: Manifest, plan: Plan, con
         return None
     if previous.listing is None or previous.listing.fingerprint != plan.listing.fingerprint:
         return None
-    if _settings(previous.options) != _settings(json.loads(json.dumps(to_dict(config), default=str))):
+    if _settings(previous.options) != _settings(to_dict(config)):
         _LOG.info("the input is unchanged but the settings differ from version %s: refreshing", version)
         return None
     return (
