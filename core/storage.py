@@ -16,8 +16,10 @@ are made exclusively (`make_folder`), and a folder that is a link is never delet
 
 Everything is read and written uncompressed as stored (Beam would otherwise guess compression
 from the extension), except `open_text`, which unwraps `.gz` for CSV readers, and `create`, which
-writes GZIP on request. Local files are read only when regular: a FIFO, socket or device (or a
-link to one) raises NotARegularFile instead of hanging the run (core.local_files).
+writes GZIP on request. Local files are read only through core.local_files.open_regular: a FIFO,
+socket or device (or a link to one) raises NotARegularFile instead of hanging the run, and every
+read names the folder the file must lie in (`inside`: a dataset's files, a lease) or None (an
+input, read as the user).
 """
 
 from __future__ import annotations
@@ -440,25 +442,25 @@ def could_match_below(pattern: str, folder: str) -> bool:
 # --- reading
 
 
-def read_bytes(path: str) -> bytes:
-    with open_binary(path) as f:
+def read_bytes(path: str, *, inside: str | None) -> bytes:
+    with open_binary(path, inside=inside) as f:
         return f.read()
 
 
-def read_start(path: str, size: int) -> bytes:
+def read_start(path: str, size: int, *, inside: str | None) -> bytes:
     """The first `size` bytes of a file as stored (all of a shorter one): a local file only when it
     is regular (core.local_files), a gs:// object in one ranged request (Beam's reader would fetch
     its first 16 MiB)."""
     if is_remote(path):
         return _blob(path).download_as_bytes(start=0, end=size - 1, raw_download=True)
-    with open_regular(path) as f:
+    with open_regular(path, inside=inside) as f:
         return f.read(size)
 
 
-def read_text(path: str, errors: str = "strict") -> str | None:
+def read_text(path: str, errors: str = "strict", *, inside: str | None) -> str | None:
     """The UTF-8 text of a file, or None when there is no such file."""
     try:
-        return read_bytes(path).decode("utf-8", errors)
+        return read_bytes(path, inside=inside).decode("utf-8", errors)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except Exception:  # gs://: Beam's reader says "not found" its own ways
@@ -467,19 +469,26 @@ def read_text(path: str, errors: str = "strict") -> str | None:
         raise
 
 
-def open_binary(path: str) -> BinaryIO:
+def text_reader(inside: str) -> Callable[[str], str | None]:
+    """read_text of files that must lie inside the folder `inside` (a dataset's, a refresh
+    root's): what the dataset contract's readers take (read_manifest, folder_kind, dataset_folder)."""
+    return functools.partial(read_text, inside=inside)
+
+
+def open_binary(path: str, *, inside: str | None) -> BinaryIO:
     """A binary stream of the file's bytes as stored (read in chunks by the caller). A local path
-    must be a regular file (or a link to one), else NotARegularFile: a FIFO or device would hang
-    the reader (core.local_files)."""
+    is opened by core.local_files.open_regular, `inside` the folder it must lie in (None: an
+    input, read wherever its links lead): a FIFO or device would hang the reader, and a link out
+    of a dataset would read what is not the dataset. gs:// has neither links nor devices."""
     if not is_remote(path):
-        return open_regular(path)
+        return open_regular(path, inside=inside)
     return FileSystems.open(path, compression_type=_AS_STORED)
 
 
-def open_text(uri: str, errors: str = "strict", start: int = 0) -> io.TextIOWrapper:
+def open_text(uri: str, errors: str = "strict", start: int = 0, *, inside: str | None) -> io.TextIOWrapper:
     """A UTF-8 text stream of a plain or .gz file, ready for `csv` (Beam's own decompressing
     reader is not an `io` stream, so gzip is unwrapped here), from byte `start` of a plain one."""
-    raw = open_binary(uri)
+    raw = open_binary(uri, inside=inside)
     if is_gzip(uri):
         raw = gzip.GzipFile(fileobj=raw)
     if start:
@@ -493,10 +502,10 @@ def is_gzip(uri: str) -> bool:
 
 
 def fetch_to_temp(uri: str, suffix: str = "") -> str:
-    """A local temporary copy of a (small) file; the caller owns it."""
+    """A local temporary copy of a (small) input file; the caller owns it."""
     handle, path = tempfile.mkstemp(suffix=suffix)
     with os.fdopen(handle, "wb") as out:
-        out.write(read_bytes(uri))
+        out.write(read_bytes(uri, inside=None))
     return path
 
 
@@ -729,18 +738,20 @@ def create_exclusive(path: str, data: bytes) -> str | None:
 
 
 def read_with_token(path: str) -> tuple[bytes, str] | None:
-    """The lease file's bytes and token, or None when there is no such file."""
+    """The lease file's bytes and token, or None when there is no such file. A local lease is
+    opened inside its folder (core.local_files): a FIFO or a link out planted under its name is
+    refused, never waited on or read."""
     if is_remote(path):
         blob = _blob(path).bucket.get_blob(_blob(path).name)
         if blob is None:
             return None
         return (blob.metadata or {}).get(_HOLDER_KEY, "").encode(), str(blob.generation)
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        stream = open_regular(path, inside=os.path.dirname(os.path.abspath(path)))
     except FileNotFoundError:
         return None
-    with os.fdopen(handle, "rb") as f:
-        data = f.read()
+    with stream:
+        data = stream.read()
     return data, _digest(data)
 
 

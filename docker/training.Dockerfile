@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # Training job image: TensorFlow and the trainer (python -m trainer --data ROOT_OR_DATASET ...).
-# The trainer follows ROOT/LATEST (core.contract.versions.resolve_dataset). From the job it
+# The trainer follows ROOT/LATEST (core.contract.folders.dataset_folder). From the job it
 # needs only the dataset contract (core/contract/: Python and jsonschema, which checks every
-# manifest it reads against its schema), so no Beam is installed.
+# manifest it reads against its schema), the opener of local files (core/local_files.py) and the
+# escaper of what it prints (core/shown.py), so no Beam is installed.
 # VARIANT picks the TensorFlow build, nothing else differs:
 #   cpu  tensorflow                      (tests, small runs)
 #   gpu  tensorflow[and-cuda]            (CUDA/cuDNN from pip wheels; needs the host's NVIDIA driver)
@@ -28,6 +29,7 @@ RUN case "${VARIANT}" in \
 WORKDIR /app
 COPY core/__init__.py core/
 COPY core/contract/ core/contract/
+COPY core/local_files.py core/shown.py core/
 COPY trainer/ trainer/
 ENV PYTHONPATH=/app PYTHONUNBUFFERED=1
 RUN python -c "import tensorflow as tf, jsonschema, trainer.train, core.contract.versions; assert tf.__version__ == '${TENSORFLOW_VERSION}', tf.__version__"

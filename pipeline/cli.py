@@ -6,7 +6,9 @@ decides what Beam may import (pipeline.unused_modules) before it imports this mo
 Without `--debug` (accepted anywhere on the line) every log record is one line, tracebacks
 included (Beam logs a failing bundle's traceback at each retry), and an unexpected error ends
 the command with one line and exit 3; with it, everything in full. How a command ends, and its
-exit codes (SIGTERM's 143 among them): pipeline.ending.
+exit codes (SIGTERM's 143 among them): pipeline.ending. Either way a record's message is
+printable (core.shown.printing): a name in it that holds a newline or an escape sequence shows
+them escaped, so it neither forges a line nor drives the terminal.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import sys
 from collections.abc import Callable
 
+from core.shown import printing
 from pipeline.ending import end, terminations_end_the_run
 from pipeline.flags import COMMANDS, DEBUG_FLAG
 from pipeline.report import first_line
@@ -53,8 +56,7 @@ class QuietStops(logging.Filter):
 def _set_up_logging(debug: bool) -> None:
     logging.basicConfig(
         level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=[progress.ConsoleHandler(sys.stderr)],  # on a terminal, records go above the bars
+        handlers=[printing(progress.ConsoleHandler(sys.stderr))],  # on a terminal, records go above the bars
     )
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     logging.getLogger(HideInMemoryWorkersWarning.LOGGER).addFilter(HideInMemoryWorkersWarning())

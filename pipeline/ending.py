@@ -35,6 +35,7 @@ from core.contract.layout import STAGING_PREFIX, join
 from core.contract.manifest import Manifest, ManifestError, read_manifest
 from pipeline.folder_store import referenced
 from pipeline.job import EXIT_FAILED
+from pipeline.report import first_line
 from transforms import stopping
 
 _LOG = logging.getLogger("pipeline")
@@ -82,7 +83,9 @@ def end(ended: int | BaseException) -> int:
         terminated = _terminated(ended)
         _LOG.error("%s", str(ended) or (TERMINATED if terminated else INTERRUPTED))
         return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
-    _LOG.error("%s: %s", type(ended).__name__, str(ended).strip() or "(no message)")
+    # Its lines joined here (first_line), as a record's arguments are escaped whole (core.shown)
+    # before pipeline.cli.OneLine reads the message; exc_info: OneLine says --debug shows the rest.
+    _LOG.error("%s: %s", type(ended).__name__, first_line(str(ended).strip() or "(no message)"), exc_info=ended)
     return EXIT_FAILED
 
 
@@ -142,7 +145,7 @@ def dataset_outcome(output: str, run: str, previous: str | None) -> Outcome:
 def version_outcome(root: str, run: str, previous: str | None = None) -> Outcome:
     """What the refresh ROOT publishes once run `run` ends; `previous`: the version LATEST named
     when it began, when known."""
-    latest = folder_kind(root, storage.read_text, storage.children).latest
+    latest = folder_kind(root, storage.text_reader(root), storage.children).latest
     if latest is None:
         return Outcome(False, f"{root}/LATEST names no version")
     if latest == previous:
@@ -177,6 +180,6 @@ def saying_what_dest_holds(outcome: Callable[[], Outcome], run: str) -> Iterator
 
 def _manifest(folder: str) -> Manifest | None:
     """The committed manifest of the dataset folder `folder`, as folder_kind finds it."""
-    if not folder_kind(folder, storage.read_text, storage.children).committed:
+    if not folder_kind(folder, storage.text_reader(folder), storage.children).committed:
         return None
-    return read_manifest(folder, storage.read_text)
+    return read_manifest(folder, storage.text_reader(folder))

@@ -60,6 +60,7 @@ from core.contract.manifest import (
 )
 from core.contract.versions import is_run
 from core.evidence import Evidence, NamedBy, OwnFolder, RunFolders, below
+from core.local_files import LeadsOutside, NotARegularFile
 from pipeline.lease import Fence, LeaseLost
 from pipeline.planning import Plan
 from pipeline.publish import reader_metadata, report_rejection, write_rejection
@@ -71,7 +72,7 @@ REPLACED_NAME = "manifest.replaced.json"  # in a run's staging folder: the manif
 
 def committed_manifest(output: str) -> Manifest | None:
     """The manifest of the dataset committed in `output`, or None when there is none."""
-    return read_committed_manifest(output, storage.read_text)
+    return read_committed_manifest(output, storage.text_reader(output))
 
 
 def referenced(manifest: Manifest) -> set[str]:
@@ -164,8 +165,8 @@ def _kept(folder: str) -> list[tuple[Manifest, str]]:
     for name in (MANIFEST_NAME, REPLACED_NAME):
         path = join(folder, name)
         try:
-            manifest = _manifest_at(path)
-        except ManifestError:
+            manifest = _manifest_at(path, folder)
+        except (ManifestError, LeadsOutside, NotARegularFile):
             continue
         if manifest is not None:
             found.append((manifest, path))
@@ -231,8 +232,8 @@ def move_in(output: str, run: str, fence: Fence) -> Manifest:
     folder."""
     staging_name = STAGING_PREFIX + run
     staging = join(output, staging_name)
-    manifest = _manifest_at(join(staging, MANIFEST_NAME))
-    replaced = _manifest_at(join(staging, REPLACED_NAME))
+    manifest = _manifest_at(join(staging, MANIFEST_NAME), staging)
+    replaced = _manifest_at(join(staging, REPLACED_NAME), staging)
     replaced_names = (
         NamedBy(output, frozenset(referenced(replaced)), join(staging, REPLACED_NAME)) if replaced else None
     )
@@ -343,8 +344,8 @@ class FolderPublication:
         """This run's rejected manifest, wherever `publish` left it; None when there is none."""
         for folder in (self.folder, self.output):
             try:
-                found = read_rejected_manifest(folder, storage.read_text)
-            except ManifestError:
+                found = read_rejected_manifest(folder, storage.text_reader(self.output))
+            except (ManifestError, LeadsOutside, NotARegularFile):  # not this run's: a file planted there
                 continue
             if found is not None and found.run == self.run:
                 return found
@@ -386,7 +387,7 @@ class FolderPublication:
         manifest it keeps in its folder and by no committed one."""
         path = join(self.folder, MANIFEST_NAME)
         try:
-            intended = _manifest_at(path)
+            intended = _manifest_at(path, self.folder)
         except ManifestError:
             return
         if intended is not None:
@@ -395,9 +396,10 @@ class FolderPublication:
             fence.delete(list(paths), because)
 
 
-def _manifest_at(path: str) -> Manifest | None:
-    """The manifest in the file at `path`; None when there is none (ManifestError: not one)."""
-    return read_manifest_file(path, storage.read_text)
+def _manifest_at(path: str, inside: str) -> Manifest | None:
+    """The manifest in the file at `path`, read `inside` its folder (core.local_files.open_regular);
+    None when there is none (ManifestError: not one)."""
+    return read_manifest_file(path, storage.text_reader(inside))
 
 
 def _committed_or_none(output: str) -> Manifest | None:
@@ -408,8 +410,9 @@ def _committed_or_none(output: str) -> Manifest | None:
 
 
 def _rejected_or_none(output: str) -> Manifest | None:
-    """The rejected manifest at the top of `output`; None when there is none, or it is no manifest."""
+    """The rejected manifest at the top of `output`; None when there is none, or it is no manifest
+    (nor is a link out of `output` or a FIFO planted under its name: core.local_files.open_regular)."""
     try:
-        return read_rejected_manifest(output, storage.read_text)
-    except ManifestError:
+        return read_rejected_manifest(output, storage.text_reader(output))
+    except (ManifestError, LeadsOutside, NotARegularFile):
         return None

@@ -29,14 +29,15 @@ from core import storage
 from core.contract.folders import NEITHER, folder_kind
 from core.contract.versions import LatestPointerError
 from core.file_signatures import binary_kind
-from core.local_files import dangling, not_regular
+from core.local_files import LeadsOutside, NotARegularFile, dangling, not_regular
+from core.shown import quoted
 from pipeline.config import Config
 from pipeline.flags import command_name
 from transforms.csv_dialect import DialectError, choose_delimiter
 from transforms.csv_records import CsvRecords
 from transforms.sources import ImageCsvLayoutError, csv_layout, extension_of
 from transforms.splits import SPLIT_NAMES
-from transforms.tabular import hidden_match, image_columns, shown
+from transforms.tabular import hidden_match, image_columns
 
 FOLDER_ENTRIES = 1000  # a folder's entries looked at, at most
 SNIFF_BYTES = 64 << 10  # of a file, read to tell an image CSV from a table
@@ -121,8 +122,8 @@ def _missing(path: str) -> str:
 def _folder_shape(folder: str, config: Config) -> Shape:
     folders, files = _entries(folder)
     try:
-        found = folder_kind(folder, storage.read_text, lambda _: [*folders, *files])
-    except LatestPointerError:  # a LATEST naming no version is a refresh root's all the same
+        found = folder_kind(folder, storage.text_reader(folder), lambda _: [*folders, *files])
+    except (LatestPointerError, NotARegularFile, LeadsOutside):  # a LATEST naming no version, or planted: a root's
         found = None
     if found is None or found.kind != NEITHER:  # this pipeline's output (core.contract.folders)
         return Shape(
@@ -212,14 +213,16 @@ def _csv_shape(rows: list[list[str]], config: Config) -> Shape:
     header = [cell.strip() for cell in rows[0]]
     extensions = config.image.extensions
     if columns.uri_column in header:
-        return Shape(f"a CSV file of image URIs (header {shown(header)})", ("image_csv",))
+        return Shape(f"a CSV file of image URIs (header {quoted(header)})", ("image_csv",))
     try:
         uri_at = csv_layout(rows[0], "", columns.uri_column, columns.label_column, columns.split_column).uri_at
     except ImageCsvLayoutError:  # a header of other names: image URIs if a column of them holds image files
         named = [header[i] for i in image_columns(rows[1:], extensions) if i < len(header)]
         if named:
-            return Shape(f"a CSV file of image URIs (header {shown(header)}, images in {named[0]!r})", ("image_csv",))
-        return Shape(f"a tabular CSV file ({len(header):,} columns: {shown(header)})", ("csv",))
+            return Shape(
+                f"a CSV file of image URIs (header {quoted(header)}, images in {quoted(named[0])})", ("image_csv",)
+            )
+        return Shape(f"a tabular CSV file ({len(header):,} columns: {quoted(header)})", ("csv",))
     naming = sum(1 for row in rows if uri_at < len(row) and extension_of(row[uri_at].strip()) in extensions)
     if 2 * naming >= len(rows):
         return Shape(
@@ -227,7 +230,7 @@ def _csv_shape(rows: list[list[str]], config: Config) -> Shape:
             ("image_csv",),
         )
     columns_named = f"{len(header):,} column{'' if len(header) == 1 else 's'}"
-    return Shape(f"a tabular CSV file ({columns_named}: {shown(header)})", ("csv",))
+    return Shape(f"a tabular CSV file ({columns_named}: {quoted(header)})", ("csv",))
 
 
 def _head(path: str) -> bytes | None:
@@ -235,7 +238,7 @@ def _head(path: str) -> bytes | None:
     or None when they cannot be read (a GZIP stream that does not inflate, a file gone): the run
     says why."""
     try:
-        data = storage.read_start(path, SNIFF_BYTES)
+        data = storage.read_start(path, SNIFF_BYTES, inside=None)
         return (
             zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(data, SNIFF_BYTES)
             if storage.is_gzip(path)

@@ -7,6 +7,7 @@ import logging
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 
 from core.contract.manifest import Manifest
+from core.shown import show
 from pipeline.build import build_pipeline
 from pipeline.config import Config
 from pipeline.folder_store import committed_manifest
@@ -78,7 +79,7 @@ def _run(plan: Plan, config: Config, options: PipelineOptions, publication: Publ
             result = p.run(test_runner_api=runner_api_round_trip(options))
             submitted = submitted_job_line(result, options)
             if submitted:  # on Dataflow: the job's id and console page, before the wait
-                print(submitted, flush=True)
+                show(submitted)
             result.wait_until_finish()
         return None if stages_only(options) else _committed(plan.output, publication)
     except RunFailedError:  # _committed cleaned up

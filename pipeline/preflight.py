@@ -13,13 +13,14 @@ import re
 from core import storage
 from core.contract.folders import DATASET, MIX, ROOT, FolderKind, folder_kind
 from core.contract.versions import LatestPointerError
+from core.local_files import LeadsOutside, NotARegularFile
+from core.shown import quoted
 from pipeline.config import Config
 from pipeline.flags import ALLOW_OTHER_FILES
 from pipeline.folder_store import not_from_runs
 from pipeline.input_shape import input_shape, mismatch
 from pipeline.lease import Holder, Lease
 from pipeline.version_store import not_from_refreshes
-from transforms.tabular import shown
 
 # What gives this process Google Cloud credentials, where it found none.
 _CREDENTIALS_FIX = (
@@ -89,9 +90,11 @@ def check_folder_kind(command: str, output: str) -> FolderKind:
     warning, and left alone."""
     writes, refused = _WRITES[command]
     try:
-        found = folder_kind(output, storage.read_text, storage.children)
+        found = folder_kind(output, storage.text_reader(output), storage.children)
     except LatestPointerError as e:
         raise PreflightError(f"{e}: fix or remove it (it names the version readers of {output} read)") from e
+    except (NotARegularFile, LeadsOutside) as e:  # a LATEST planted as a link out, a FIFO: the message names it
+        raise PreflightError(str(e)) from e
     if found.kind in refused:
         other = "refresh" if command == "convert" else "convert"
         raise PreflightError(
@@ -123,7 +126,7 @@ def check_other_files(output: str, allowed: bool) -> None:
     written in among them would mix with them (a reader's `*`, a later `rm -r` of the dataset), and
     an --output mistyped for another folder goes unnoticed. A committed dataset's folder is
     pipeline.output's to refuse (--overwrite), whatever else it holds."""
-    if not allowed and not folder_kind(output, storage.read_text, storage.children).committed:
+    if not allowed and not folder_kind(output, storage.text_reader(output), storage.children).committed:
         _refuse_others(
             output, not_from_runs(output), "no conversion wrote", "a dataset written in among them would mix with them"
         )
@@ -139,7 +142,7 @@ def check_other_refresh_files(root: str, allowed: bool) -> None:
 def _refuse_others(output: str, others: list[str], which: str, why: str) -> None:
     """Refuses `output` for the names in `others`, FIRST_NAMES of them shown (escaped: shown)."""
     if others:
-        names = ("such as " if len(others) > FIRST_NAMES else "") + shown(others[:FIRST_NAMES])
+        names = ("such as " if len(others) > FIRST_NAMES else "") + quoted(others[:FIRST_NAMES])
         raise PreflightError(
             f"output {output} holds {len(others):,} file(s) or folder(s) {which}, {names}: {why}; choose a new or "
             f"empty folder for --output, or pass --{ALLOW_OTHER_FILES} to write beside them (they stay as they are)"
@@ -150,6 +153,8 @@ def take_lease(lease: Lease) -> Holder | None:
     """`lease.acquire()`, with a failure to write the output said in one line."""
     try:
         return lease.acquire()
+    except (NotARegularFile, LeadsOutside) as e:  # planted under its name: the message names it
+        raise PreflightError(f"cannot take the output's lease: {e}") from e
     except OSError as e:
         raise PreflightError(f"cannot write to the output: {lease.path}: {e.strerror or e}") from e
     except Exception as e:  # google.api_core errors: Forbidden, NotFound, ...

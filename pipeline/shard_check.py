@@ -53,14 +53,14 @@ def index_text(framed: list[tuple[int, int]]) -> str:
 
 def count_shard(path: str, compression: str, index: bool, file_format: str = TFRECORD) -> ShardCount:
     """Reads a shard back record by record (pipeline.shard_records: a TFRecord file's framing and
-    CRCs, an ArrayRecord file's chunk hashes). A missing or broken shard is a verdict
-    (ShardCount.error); an I/O error is raised."""
+    CRCs, an ArrayRecord file's chunk hashes), as a regular file inside its folder. A missing or
+    broken shard is a verdict (ShardCount.error); an I/O error is raised."""
     name = path.rsplit("/", 1)[-1]
     if not _exists(path):
         return ShardCount(name, 0, "missing")
     framed = []
     try:
-        for offset, data in read_shard(path, compression, file_format):
+        for offset, data in read_shard(path, compression, file_format, inside=os.path.dirname(path) or "."):
             framed.append((offset, len(data) + FRAMING_BYTES))
     except RecordError as e:
         return ShardCount(name, len(framed), f"record {e.record}: {e.message}")

@@ -37,7 +37,7 @@ _OWN_FILES = (LATEST_NAME, LEASE_NAME)  # ROOT's files, besides the version fold
 
 def latest_version(root: str) -> str | None:
     """The version ROOT/LATEST names, or None when there is none (core.contract.folders)."""
-    return folder_kind(root, storage.read_text, storage.children).latest
+    return folder_kind(root, storage.text_reader(root), storage.children).latest
 
 
 def version_states(root: str) -> dict[str, str]:
@@ -173,7 +173,7 @@ class VersionPublication:
 
     def rejected(self) -> Manifest | None:
         try:
-            return read_rejected_manifest(self.folder, storage.read_text)
+            return read_rejected_manifest(self.folder, storage.text_reader(self.root))
         except ManifestError:
             return None
 

@@ -1,15 +1,17 @@
 """The project's own code, read as syntax trees (ast), for the scans that prove a trust invariant
 has one chokepoint: every place a module reaches the guarded thing, named by the function it is
 in, so that a scan can allow exactly the chokepoint and the exceptions it lists by name
-(tests/test_deletes.py, tests/test_endings.py, tests/test_folder_kinds.py)."""
+(tests/test_deletes.py, tests/test_endings.py, tests/test_folder_kinds.py, tests/test_opening.py,
+test_quoting.py, test_printing.py). Each module is parsed once."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 from collections.abc import Iterator
 
-from tests.test_code_map import MODULES
+from tests.test_code_map import MODULES, PACKAGES
 
 LIBRARY = ("core", "pipeline", "transforms")  # the packages a run executes
 
@@ -27,6 +29,25 @@ class Place:
         return f"{self.module}:{getattr(self.node, 'lineno', '?')} (in {self.function or 'the module'})"
 
 
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """A call and where it is made, with the dotted name it is made by (`tf.io.gfile.GFile`,
+    `storage.read_text`, `open`)."""
+
+    module: str  # core.storage
+    function: str  # the enclosing function (Class.method), or "" at module level
+    name: str  # the dotted name called: open, os.open, tf.io.gfile.GFile, storage.read_text
+    node: ast.Call
+
+    @property
+    def site(self) -> str:
+        return f"{self.module}:{self.node.lineno} {self.function or '(module)'}: {self.name}(...)"
+
+    def keyword(self, name: str) -> ast.expr | None:
+        return next((k.value for k in self.node.keywords if k.arg == name), None)
+
+
+@functools.cache
 def tree(module: str) -> ast.Module:
     path = MODULES[module]
     return ast.parse(path.read_text(), str(path))
@@ -47,6 +68,25 @@ def places_in(module: str, node: ast.AST, function: str = "") -> Iterator[Place]
             yield from places_in(module, child, f"{function}.{child.name}" if function else child.name)
         else:
             yield from places_in(module, child, function)
+
+
+def calls(packages=PACKAGES) -> Iterator[Call]:
+    """Every call in every module of `packages` (all four by default: the trainer's too), with the
+    function it is made in."""
+    for place in places(packages):
+        if isinstance(place.node, ast.Call):
+            yield Call(place.module, place.function, dotted(place.node.func), place.node)
+
+
+def dotted(node: ast.expr) -> str:
+    """`a.b.c` for a Name or a chain of Attributes on one; the attribute chain's end otherwise
+    (`x().read_text` is `.read_text`)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    parts.append(node.id if isinstance(node, ast.Name) else "")
+    return ".".join(reversed(parts))
 
 
 def attribute_name(node: ast.AST) -> str | None:

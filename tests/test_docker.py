@@ -253,7 +253,8 @@ def test_training_image_pins_tensorflow_and_varies_only_by_build_arg(dockerfiles
     assert f'pip install --no-cache-dir "{pins["jsonschema"]}"' in run
     copied = set(training.copied().values())
     assert "trainer/" in copied
-    assert copied - {"trainer/"} == {"core/__init__.py", "core/contract/"}  # of the job, the dataset contract only
+    # Of the job, what the trainer imports: the dataset contract, the opener of local files, the escaper.
+    assert copied - {"trainer/"} == {"core/__init__.py", "core/contract/", "core/local_files.py", "core/shown.py"}
     assert training.all("ENTRYPOINT")[-1].words == ["python", "-m", "trainer"]
 
 

@@ -115,7 +115,7 @@ def make_folder(folder: pathlib.Path, names: dict) -> None:
 def test_what_a_folder_is_follows_from_its_names(tmp_path_factory, names):
     folder = tmp_path_factory.mktemp("f") / "out"
     make_folder(folder, names)
-    found = folder_kind(str(folder), storage.read_text, storage.children)
+    found = folder_kind(str(folder), storage.text_reader(str(folder)), storage.children)
     versions = names["versions"] | ({names["latest"]} - {None})
     root = names["latest"] is not None or any(is_run_version(v) for v in versions)
     expected = MIX if root and names["manifests"] else ROOT if root else DATASET if names["manifests"] else NEITHER
@@ -123,12 +123,15 @@ def test_what_a_folder_is_follows_from_its_names(tmp_path_factory, names):
     assert set(found.not_versions) == names["not_times"] and not set(found.versions) & names["not_times"]
     assert (found.not_versions_line() is None) == (not names["not_times"])
     if expected in (DATASET, NEITHER):
-        assert dataset_folder(str(folder), storage.read_text, storage.children) == str(folder)
+        assert dataset_folder(str(folder), storage.text_reader(str(folder)), storage.children) == str(folder)
     elif expected == ROOT and names["latest"]:
-        assert dataset_folder(str(folder), storage.read_text, storage.children) == f"{folder}/{names['latest']}"
+        assert (
+            dataset_folder(str(folder), storage.text_reader(str(folder)), storage.children)
+            == f"{folder}/{names['latest']}"
+        )
     else:
         with pytest.raises(FolderKindError, match=str(folder)):
-            dataset_folder(str(folder), storage.read_text, storage.children)
+            dataset_folder(str(folder), storage.text_reader(str(folder)), storage.children)
     for command, refused in (("convert", (ROOT, MIX)), ("refresh", (DATASET, MIX))):
         if expected in refused:
             with pytest.raises(PreflightError, match=f"{folder} is {expected}"):

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from core.contract.layout import MANIFEST_NAME
 from core.contract.manifest import ManifestError, read_manifest
-from core.storage import read_text
+from core.storage import text_reader
 from pipeline.cli import main
 from tests.test_publication import photos, whole_dataset
 
@@ -151,7 +151,7 @@ def test_every_reader_refuses_a_manifest_naming_a_file_outside_its_folder(
         body[field] = [name]
     (out / MANIFEST_NAME).write_text(json.dumps(body))
     with pytest.raises(ManifestError, match="is not a file name inside the folder"):
-        read_manifest(str(out), read_text)
+        read_manifest(str(out), text_reader(str(out)))
     for inspect in (["inspect", str(out)], ["inspect", str(out), "--verify"]):
         assert main(inspect) == 2
         assert "is not a file name inside the folder" in capsys.readouterr().err

@@ -112,7 +112,7 @@ def test_every_storage_operation_takes_a_name_literally(place, names):
     assert storage.exists(f"{folder}/a.bin") and storage.stat(f"{folder}/sub/b.bin").size_in_bytes == 2
     storage.write_atomically(f"{folder}/a.bin", b"new")
     storage.copy(f"{folder}/a.bin", f"{folder}/c.bin")
-    assert storage.read_bytes(f"{folder}/c.bin") == b"new"
+    assert storage.read_bytes(f"{folder}/c.bin", inside=folder) == b"new"
     storage.delete([f"{folder}/c.bin"], OwnFolder(folder))
     storage.delete([f"{folder}/sub"], OwnFolder(f"{folder}/sub"))
     assert storage.files_below(folder) == [f"{folder}/a.bin"]

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from core.contract import json_text
 from trainer.errors import ModelDirError
+from trainer.manifest_io import read_text
 
 SPEC_NAME = "model.json"
 SPEC_BYTES = 1 << 20  # what model.json may hold: a run writes a few hundred bytes
@@ -37,14 +38,13 @@ def check(model_dir: str, spec: dict) -> str | None:
     latest = latest_checkpoint(model_dir)
     if latest is None:
         return None
-    path = tf.io.gfile.join(model_dir, SPEC_NAME)
-    if not tf.io.gfile.exists(path):
+    text = read_text(tf.io.gfile.join(model_dir, SPEC_NAME), inside=model_dir)
+    if text is None:
         return latest
-    with tf.io.gfile.GFile(path, "rb") as f:
-        try:
-            recorded = json_text.loads(f.read(SPEC_BYTES + 1), SPEC_BYTES)
-        except json_text.NotJson:
-            recorded = {}
+    try:
+        recorded = json_text.loads(text, SPEC_BYTES)
+    except json_text.NotJson:
+        recorded = {}
     if not isinstance(recorded, dict):
         recorded = {}
     differences = [

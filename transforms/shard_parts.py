@@ -209,7 +209,7 @@ def finalize_shard(layout: ShardLayout, split: str, index: int, part_paths: list
     else:
         with storage.create(path) as out:
             for part in part_paths:
-                with storage.open_binary(part) as f:
+                with storage.open_binary(part, inside=layout.parts_folder) as f:
                     shutil.copyfileobj(f, out, 1 << 20)
     return path
 
@@ -246,13 +246,13 @@ def transcode_shard(layout: ShardLayout, split: str, index: int, part_paths: lis
     (_TranscodeShards removes their folder), so a repeated step (a retry) writes the same file
     again from the same parts."""
     path = layout.shard_path(split, index)
-    array_record_files.write_shard(path, _part_records(part_paths))
+    array_record_files.write_shard(path, _part_records(part_paths, layout.parts_folder))
     return path
 
 
-def _part_records(part_paths: list[str]):
+def _part_records(part_paths: list[str], folder: str):
     for part in part_paths:
-        with storage.open_binary(part) as f:
+        with storage.open_binary(part, inside=folder) as f:
             try:
                 yield from unframed(f.read)
             except ValueError as e:

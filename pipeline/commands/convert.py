@@ -21,6 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from core import storage
 from core.contract.manifest import Manifest
 from core.contract.versions import new_run
+from core.shown import show
 from pipeline.build import converting_processes
 from pipeline.config import ConfigError, load_config
 from pipeline.ending import dataset_outcome, saying_what_dest_holds
@@ -110,12 +111,12 @@ def _convert(plan, config, beam_args, publication: FolderPublication, replaced: 
         manifest = run_job(plan, config, beam_args, publication)
     except RunFailedError as e:
         if e.rejected:  # its report stays beside a committed dataset, in the run's own folder
-            print(rejection_report(publication.folder if replaced else publication.output, e.rejected))
+            show(*rejection_report(publication.folder if replaced else publication.output, e.rejected))
         outcome = dataset_outcome(publication.output, publication.run, replaced and replaced.run)
         _LOG.error("%s", outcome.line("" if e.rejected else "; ".join(e.reasons()), publication.run))
         return EXIT_REJECTED if e.rejected else EXIT_FAILED
     if manifest is None:
-        print(f"Job built/staged, not run (--dry_run or --template_location); it will write {plan.output}")
+        show(f"Job built/staged, not run (--dry_run or --template_location); it will write {plan.output}")
         return 0
-    print(run_summary(manifest, plan.output, time.monotonic() - started))
+    show(*run_summary(manifest, plan.output, time.monotonic() - started))
     return 0

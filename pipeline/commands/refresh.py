@@ -38,6 +38,7 @@ from core import storage
 from core.contract.layout import join
 from core.contract.manifest import Manifest, ManifestError, read_manifest
 from core.contract.versions import LatestPointerError, new_run, next_version
+from core.shown import show
 from pipeline.build import converting_processes
 from pipeline.config import Config, ConfigError, load_config, to_dict
 from pipeline.ending import saying_what_dest_holds, version_outcome
@@ -106,7 +107,7 @@ def previous_manifest(root: str, version: str | None) -> Manifest | None:
     if version is None:
         return None
     try:
-        return read_manifest(join(root, version), storage.read_text)
+        return read_manifest(join(root, version), storage.text_reader(root))
     except ManifestError as e:
         raise LatestPointerError(
             f"{root}/LATEST names version {version}, whose label ids a refresh keeps, but {e}; or point LATEST at "
@@ -174,22 +175,22 @@ def _run(
         manifest = run_job(plan, config, beam_args, publication)
     except RunFailedError as e:
         if e.rejected:
-            print(rejection_report(publication.folder, e.rejected))
+            show(*rejection_report(publication.folder, e.rejected))
         outcome = version_outcome(root, publication.run, previous)
         _LOG.error("%s", outcome.line("" if e.rejected else "; ".join(e.reasons()), publication.run))
         return EXIT_REJECTED if e.rejected else EXIT_FAILED
     if manifest is None:
-        print(
+        show(
             f"Refresh job staged: it converts into {plan.output} and, if the run passes its checks, "
             f"points {root}/LATEST at {publication.version}"
         )
         return 0
-    print(run_summary(manifest, plan.output, time.monotonic() - started))
+    show(*run_summary(manifest, plan.output, time.monotonic() - started))
     latest = latest_version(root)
     if latest != publication.version:
         _LOG.error("%s/LATEST names %s, not this run's %s: version not published", root, latest, publication.version)
         return EXIT_FAILED
-    print(f"Published version {publication.version}: {root}/LATEST -> {publication.version}")
+    show(f"Published version {publication.version}: {root}/LATEST -> {publication.version}")
     return 0
 
 
@@ -238,7 +239,7 @@ def _refresh(
         manifest = previous_manifest(root, previous)
         message = unchanged_since(root, previous, manifest, plan, config) if manifest else None
         if message:
-            print(message)
+            show(message)
             if stages_only(pipeline_options(beam_args)):
                 _stage_unchanged_job(beam_args, message)
             return 0

@@ -15,7 +15,7 @@ from pipeline.config import ConfigError, load_config
 from tests.image_csv_outcomes import parse_image_csv
 from transforms.csv_records import CSV_DELIMITER_LIMIT
 from transforms.outcomes import DeadLetter, Source
-from transforms.sources import CsvRow, Roots, check_images_exist, not_utf8, resolve_duplicates
+from transforms.sources import CsvRow, Roots, check_images_exist, not_text, resolve_duplicates
 from transforms.splits import assign_split
 
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
@@ -216,8 +216,8 @@ def test_one_image_written_two_ways_is_one_source():
 
 def test_only_bytes_that_were_not_utf8_make_a_row_invalid():
     read = b"caf\xe9,ok".decode("utf-8", "surrogateescape").split(",")  # as storage.open_text reads it
-    assert not_utf8(read)
-    assert not not_utf8(["café", "日本", "ok", ""]) and not not_utf8([])
+    assert not_text(read) == "invalid UTF-8"
+    assert not not_text(["café", "日本", "ok", ""]) and not not_text([])
 
 
 # Confinement: a row names an image below the CSV's folder or a configured root, else it is a
