@@ -33,7 +33,7 @@ from pipeline.cli import main
 from pipeline.config import ConfigError, load_config
 from pipeline.lease import LEASE_BYTES, Holder
 from tests.alarm import alarm
-from tests.name_scan import bypasses, reached, users
+from tests.code_scan import bypasses, reached, users
 from tests.one_line import the_one_line
 from tests.subprocess_limits import run_pipeline
 from tests.test_bounded_inputs import Spy

@@ -32,8 +32,8 @@ from core.contract.manifest import (
 from core.contract.versions import LatestPointerError
 from pipeline.cli import main
 from pipeline.commands.refresh import previous_manifest
+from tests.code_scan import bypasses, users
 from tests.core.test_manifest_schema import manifests  # noqa: F401  (a fixture: a real manifest of each kind)
-from tests.name_scan import bypasses, users
 from tests.one_line import the_one_line
 from tests.subprocess_limits import run_pipeline, run_trainer
 from tests.test_publication import photos
@@ -187,7 +187,7 @@ def test_every_reader_reads_a_damaged_manifest_or_refuses_it_in_one_line(manifes
         (pathlib.Path(folder) / name).write_text(json.dumps(body))
         refused = False
         try:
-            read_manifest(folder, storage.read_text)
+            read_manifest(folder, storage.text_reader(folder))
         except ManifestRejectedError:
             pass
         except ManifestError as e:

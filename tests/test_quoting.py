@@ -5,7 +5,7 @@ settings file that fails to parse, or that is a key given as --config, is named 
 
 The scans:
 - no module but core.shown makes a reprlib.Repr, so there is no second describer;
-- YAML is parsed only in core.local_files;
+- YAML is parsed only in core.local_files (tests/test_bounded_parsers.py scans it);
 - an exception whose text quotes the file it came from (YAML's MarkedYAMLError holds a snippet
   of the text, pydantic's ValidationError the input) is never turned into text whole: a handler
   reads only its fields (`e.problem_mark`, `e.errors()`) or chains it (`raise ... from e`);
@@ -120,17 +120,6 @@ def test_there_is_one_describer():
         c.site for c in calls() if c.name in ("reprlib.Repr", "reprlib.repr", "Repr") and c.module != "core.shown"
     )
     assert not others, "a describer besides core.shown.quoted:\n" + "\n".join(others)
-
-
-def test_yaml_is_parsed_in_one_place():
-    importing = sorted(
-        module
-        for module in MODULES
-        for node in ast.walk(tree(module))
-        if (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "yaml" for a in node.names))
-        or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "yaml")
-    )
-    assert importing == ["core.local_files"], importing
 
 
 def test_exceptions_that_quote_their_text_are_never_shown_whole():
