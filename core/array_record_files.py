@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 
 from core.contract.layout import is_remote, temporary_name
+from core.local_files import check_regular
 
 WRITER_OPTIONS = "group_size:1,zstd:3"
 _COPY_BYTES = 1 << 20
@@ -84,11 +85,12 @@ def _write_local(path: str, records: Iterable[bytes]) -> int:
     return written
 
 
-def read_records(path: str) -> Iterator[bytes]:
+def read_records(path: str, *, inside: str | None) -> Iterator[bytes]:
     """Every record of the ArrayRecord file at `path` (local or gs://), in order, each chunk's hash
     checked as it is read. Raises ArrayRecordError naming the record where the file cannot be read
-    on (0 for a file that is not a whole ArrayRecord file)."""
-    with _local_copy(path) as local:
+    on (0 for a file that is not a whole ArrayRecord file). A local file must be a regular file
+    inside the folder `inside` (core.local_files.check_regular: array_record opens it by name)."""
+    with _local_copy(path, inside) as local:
         reader = _module().ArrayRecordReader(local)
         read = 0
         try:
@@ -116,15 +118,17 @@ def _why_unreadable(reader) -> str:
 
 
 @contextlib.contextmanager
-def _local_copy(path: str) -> Iterator[str]:
-    """`path` itself when local, else a temporary local copy of it, removed afterwards."""
+def _local_copy(path: str, inside: str | None) -> Iterator[str]:
+    """`path` itself when local (checked: core.local_files.check_regular), else a temporary local
+    copy of it, removed afterwards."""
     if not is_remote(path):
+        check_regular(path, inside=inside)
         yield path
         return
     from core import storage  # Beam: only for remote shards (module docstring)
 
     with tempfile.TemporaryDirectory() as folder:
         local = os.path.join(folder, path.rsplit("/", 1)[-1])
-        with storage.open_binary(path) as f, open(local, "wb") as out:
+        with storage.open_binary(path, inside=inside) as f, open(local, "wb") as out:
             shutil.copyfileobj(f, out, _COPY_BYTES)
         yield local

@@ -1,6 +1,8 @@
 """What a file that should be text is, told from its first bytes: for messages that name the cause
 (a workbook saved with a .csv name, a compressed file without its .gz) without quoting the bytes,
-which are not text and would garble the terminal. No I/O.
+which are not text and would garble the terminal. And what a text file given as settings is when
+it is a key (a PEM file, a service-account JSON key passed to --config by mistake): named so, its
+secret never quoted. No I/O.
 """
 
 from __future__ import annotations
@@ -35,3 +37,20 @@ def binary_kind(head: bytes) -> str | None:
         if head.startswith(magic):
             return name
     return "binary data, not text" if b"\x00" in head else None
+
+
+# What a key's text begins with, or holds near its start (a JSON key's fields), and what it is.
+_KEY_STARTS = (("-----BEGIN ", "a PEM key or certificate"), ("PuTTY-User-Key-File", "a PuTTY key"))
+_KEY_FIELDS = ('"private_key"', '"client_secret"', '"refresh_token"')
+
+
+def key_kind(text: str) -> str | None:
+    """What a text file whose start is `text` is when it holds a key or credentials, not
+    settings; None otherwise."""
+    head = text.lstrip()
+    for start, name in _KEY_STARTS:
+        if head.startswith(start):
+            return name
+    if head.startswith("{") and any(field in head for field in _KEY_FIELDS):
+        return "credentials in JSON (a service-account or OAuth client key)"
+    return None

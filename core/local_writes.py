@@ -5,7 +5,8 @@ run writes (`.lease.tmp`, `LATEST.tmp`, a shard's name) must not make it overwri
 link points to. So a file is always created new and exclusively (O_CREAT | O_EXCL | O_NOFOLLOW),
 which fails on any existing name, a link included: a name the run replaces is unlinked first (the
 link itself goes, never its target), and a file that replaces another atomically is written under
-a fresh random name beside it and renamed over it (a rename replaces a link, never follows it).
+a fresh random name (in the run's own folder when it replaces a name others read) and renamed over
+it (a rename replaces a link, never follows it).
 
 No Beam: the processes that read shards back and write their indexes (pipeline.shard_check)
 import this module; core.storage builds its local writes on it.
@@ -65,10 +66,11 @@ def create_exclusive(path: str) -> BinaryIO | None:
         return None
 
 
-def replace_atomically(path: str, data: bytes) -> None:
+def replace_atomically(path: str, data: bytes, folder: str | None = None) -> None:
     """Replaces the file at `path` with `data` in one step (readers see the old bytes or the new),
-    written under a fresh random name beside it first."""
-    stream, temporary = _beside(path, create_exclusive)
+    written under a fresh random name first: in `folder` (a run's own folder on the same file
+    system, where a write stopped halfway leaves it), else beside `path`."""
+    stream, temporary = _fresh(path, folder or os.path.dirname(os.path.abspath(path)), create_exclusive)
     try:
         with stream:
             stream.write(data)
@@ -81,21 +83,25 @@ def replace_atomically(path: str, data: bytes) -> None:
 
 def link_into_place(source: str, destination: str) -> None:
     """Gives `destination` the bytes of the file `source` in one step: a hard link under a fresh
-    random name beside it, renamed over it."""
-    _, temporary = _beside(destination, lambda name: _linked(source, name))
+    random name beside `source` (in the run's own folder, where a copy stopped halfway leaves it),
+    renamed over `destination`. A rename onto a name of the same file does nothing (POSIX), as
+    when a repeated step links a file that is in place already: the link it made then goes."""
+    _, temporary = _fresh(destination, os.path.dirname(os.path.abspath(source)), lambda name: _linked(source, name))
     os.replace(temporary, destination)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)  # still there only when destination was that file already
 
 
-def _beside(path: str, make):
-    """`make(name)` for a fresh random name beside `path` (layout.temporary_name) until it
-    returns something (not None: the name was free); that and the name."""
-    folder, name = os.path.split(os.path.abspath(path))
+def _fresh(path: str, folder: str, make):
+    """`make(name)` for a fresh random name in `folder` standing for `path` (layout.temporary_name)
+    until it returns something (not None: the name was free); that and the name."""
+    name = os.path.basename(os.path.abspath(path))
     for _ in range(100):
         temporary = os.path.join(folder, temporary_name(name, secrets.token_hex(6)))
         made = make(temporary)
         if made is not None:
             return made, temporary
-    raise FileExistsError(f"no free temporary name beside {path}")
+    raise FileExistsError(f"no free temporary name for {path} in {folder}")
 
 
 def _linked(source: str, name: str) -> bool | None:

@@ -6,7 +6,8 @@ literally, so a folder called `exp[1]` or `gs://b/exp*` is that folder and no ot
 pattern is a tabular run's `--input` (`list_matching`). Beam's FileSystems reads paths as glob
 patterns in `match` and `delete` (and Beam's file sinks glob-delete their outputs' names), so
 neither is called: listings go through os.scandir and the GCS client with a literal prefix, and
-every delete names one file or object.
+every delete names its paths, each with the evidence that makes it the product's (`delete`,
+core.evidence): a name is never deleted for its shape.
 
 No write follows a link: a local file is created new and exclusively (O_EXCL | O_NOFOLLOW), under a
 fresh random name when it replaces another (`write_atomically`), and a link planted where a run
@@ -15,8 +16,10 @@ are made exclusively (`make_folder`), and a folder that is a link is never delet
 
 Everything is read and written uncompressed as stored (Beam would otherwise guess compression
 from the extension), except `open_text`, which unwraps `.gz` for CSV readers, and `create`, which
-writes GZIP on request. Local files are read only when regular: a FIFO, socket or device (or a
-link to one) raises NotARegularFile instead of hanging the run (core.local_files).
+writes GZIP on request. Local files are read only through core.local_files.open_regular: a FIFO,
+socket or device (or a link to one) raises NotARegularFile instead of hanging the run, and every
+read names the folder the file must lie in (`inside`: a dataset's files, a lease) or None (an
+input, read as the user).
 """
 
 from __future__ import annotations
@@ -34,10 +37,11 @@ import os
 import queue
 import re
 import shutil
+import stat as stat_module
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, NamedTuple
 
 from apache_beam.io.filesystem import BeamIOError, CompressedFile, CompressionTypes, FileMetadata, FileSystem
@@ -45,15 +49,12 @@ from apache_beam.io.filesystems import FileSystems
 
 from core import local_writes, range_listing
 from core.contract.layout import is_remote, join, temporary_name
+from core.evidence import Evidence, OwnFolder, Unproven, below
 from core.local_files import dangling, open_regular
 
 _LOG = logging.getLogger(__name__)
 _AS_STORED = CompressionTypes.UNCOMPRESSED
 _GLOB = re.compile(r"[*?\[]")  # where a pattern's wildcards start (Beam's pattern syntax)
-
-
-class LinkedFolder(OSError):
-    """A folder a run would delete or write into is a symbolic link: it is left alone."""
 
 
 def absolute(uri: str) -> str:
@@ -441,25 +442,25 @@ def could_match_below(pattern: str, folder: str) -> bool:
 # --- reading
 
 
-def read_bytes(path: str) -> bytes:
-    with open_binary(path) as f:
+def read_bytes(path: str, *, inside: str | None) -> bytes:
+    with open_binary(path, inside=inside) as f:
         return f.read()
 
 
-def read_start(path: str, size: int) -> bytes:
+def read_start(path: str, size: int, *, inside: str | None) -> bytes:
     """The first `size` bytes of a file as stored (all of a shorter one): a local file only when it
     is regular (core.local_files), a gs:// object in one ranged request (Beam's reader would fetch
     its first 16 MiB)."""
     if is_remote(path):
         return _blob(path).download_as_bytes(start=0, end=size - 1, raw_download=True)
-    with open_regular(path) as f:
+    with open_regular(path, inside=inside) as f:
         return f.read(size)
 
 
-def read_text(path: str, errors: str = "strict") -> str | None:
+def read_text(path: str, errors: str = "strict", *, inside: str | None) -> str | None:
     """The UTF-8 text of a file, or None when there is no such file."""
     try:
-        return read_bytes(path).decode("utf-8", errors)
+        return read_bytes(path, inside=inside).decode("utf-8", errors)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except Exception:  # gs://: Beam's reader says "not found" its own ways
@@ -468,19 +469,26 @@ def read_text(path: str, errors: str = "strict") -> str | None:
         raise
 
 
-def open_binary(path: str) -> BinaryIO:
+def text_reader(inside: str) -> Callable[[str], str | None]:
+    """read_text of files that must lie inside the folder `inside` (a dataset's, a refresh
+    root's): what the dataset contract's readers take (read_manifest, folder_kind, dataset_folder)."""
+    return functools.partial(read_text, inside=inside)
+
+
+def open_binary(path: str, *, inside: str | None) -> BinaryIO:
     """A binary stream of the file's bytes as stored (read in chunks by the caller). A local path
-    must be a regular file (or a link to one), else NotARegularFile: a FIFO or device would hang
-    the reader (core.local_files)."""
+    is opened by core.local_files.open_regular, `inside` the folder it must lie in (None: an
+    input, read wherever its links lead): a FIFO or device would hang the reader, and a link out
+    of a dataset would read what is not the dataset. gs:// has neither links nor devices."""
     if not is_remote(path):
-        return open_regular(path)
+        return open_regular(path, inside=inside)
     return FileSystems.open(path, compression_type=_AS_STORED)
 
 
-def open_text(uri: str, errors: str = "strict", start: int = 0) -> io.TextIOWrapper:
+def open_text(uri: str, errors: str = "strict", start: int = 0, *, inside: str | None) -> io.TextIOWrapper:
     """A UTF-8 text stream of a plain or .gz file, ready for `csv` (Beam's own decompressing
     reader is not an `io` stream, so gzip is unwrapped here), from byte `start` of a plain one."""
-    raw = open_binary(uri)
+    raw = open_binary(uri, inside=inside)
     if is_gzip(uri):
         raw = gzip.GzipFile(fileobj=raw)
     if start:
@@ -494,10 +502,10 @@ def is_gzip(uri: str) -> bool:
 
 
 def fetch_to_temp(uri: str, suffix: str = "") -> str:
-    """A local temporary copy of a (small) file; the caller owns it."""
+    """A local temporary copy of a (small) input file; the caller owns it."""
     handle, path = tempfile.mkstemp(suffix=suffix)
     with os.fdopen(handle, "wb") as out:
-        out.write(read_bytes(uri))
+        out.write(read_bytes(uri, inside=None))
     return path
 
 
@@ -558,43 +566,128 @@ def rename(source: str, destination: str) -> None:
 
 
 def copy(source: str, destination: str) -> None:
-    """Replaces `destination` with `source`'s bytes in one step: a hard link under a fresh random
-    name renamed into place locally, a server-side copy on GCS (objects are replaced whole)."""
+    """Replaces `destination` with `source`'s bytes in one step: locally a hard link under a fresh
+    random name beside `source` (a run copies out of its own folder), renamed into place; a
+    server-side copy on GCS (objects are replaced whole)."""
     if is_remote(source):
         FileSystems.copy([source], [destination])
     else:
         local_writes.link_into_place(source, destination)
 
 
-# --- deleting: one named file or object at a time
+# --- deleting: the one function that deletes, each path with what proves it the product's
 
 
-def delete(paths: list[str]) -> None:
-    """Deletes each file or object named (a local link as a link, never its target; never a
-    folder); names already gone are no error."""
-    for path in paths:
-        if is_remote(path):
-            _delete_blob(path)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+class Changed(OSError):
+    """A fenced delete (`delete` with `prove`) found an object changed since it read its generation:
+    another writer is at work there."""
 
 
-def delete_tree(folder: str) -> None:
-    """Deletes a run's folder and everything below it: locally without following any link inside
-    (shutil.rmtree); a folder that is itself a link raises LinkedFolder and is left alone. On
-    gs://, every object below the literal prefix `folder/`."""
-    if is_remote(folder):
-        for blob in _list_blobs(folder.rstrip("/") + "/")[0]:
-            _delete_blob(f"gs://{blob.bucket.name}/{blob.name}")
-        return
-    if os.path.islink(folder):
-        raise LinkedFolder(errno.ELOOP, "a symbolic link, not a run's folder: left alone", folder)
+def delete(paths: Iterable[str], because: Evidence, prove: Callable[[], None] | None = None) -> list[str]:
+    """Deletes `paths`, each covered by `because` (core.evidence: this run wrote it, a manifest names
+    it, it is a run's folder, a folder this run made); raises Unproven before deleting anything when
+    one is not. The only delete of anything a user can see (tests/test_deletes.py fails on another).
+
+    A file or object is deleted (a local link as a link, never its target). A folder the evidence
+    covers goes whole when `because.whole` (locally without following any link inside it; on gs://
+    every object below the literal prefix of a folder it names), otherwise only once empty, deepest
+    first. Nothing is
+    deleted through a link: a folder that is a link, or a path below one, is reported and left
+    alone. Names already gone are no error. `prove`: fences a gs:// delete behind a lease
+    (pipeline.lease.Fence): each object's generation is read, `prove()` runs, and each delete is
+    made on the generation read, so an object written since is never deleted (Changed). Returns
+    the paths deleted."""
+    paths = list(dict.fromkeys(paths))
+    unproven = [path for path in paths if not because.covers(path)]
+    if unproven:
+        raise Unproven(f"{unproven[0]} is not {because}: not deleted (nor is any path deleted with it)")
+    local = sorted((p for p in paths if not is_remote(p)), key=lambda p: p.rstrip("/").count("/"), reverse=True)
+    deleted = [path for path in local if _delete_local(path, because)]
+    remote = [path for path in paths if is_remote(path)]
+    if remote:
+        _delete_objects(remote, because, prove)
+    return deleted + remote
+
+
+def _delete_local(path: str, because: Evidence) -> bool:
+    """One local path of `delete`; False when it is left alone (a link in a folder's place, a
+    folder not empty where only an empty one may go)."""
+    linked = _linked_folder_on(path, because)
+    if linked is not None:
+        _LOG.warning("%s is a symbolic link where a folder of a dataset or run would be: left alone", linked)
+        return False
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return True
+    if stat_module.S_ISDIR(mode):
+        if because.whole:
+            shutil.rmtree(path)
+            return True
+        try:
+            os.rmdir(path)
+        except OSError:  # not empty: what is left in it is not the evidence's
+            return False
+        return True
     with contextlib.suppress(FileNotFoundError):
-        if os.path.isdir(folder):
-            shutil.rmtree(folder)
+        os.unlink(path)
+    return True
+
+
+def _linked_folder_on(path: str, because: Evidence) -> str | None:
+    """The first folder from the evidence's root down to `path` (a folder the evidence covers
+    included) that is a symbolic link; None when there is none."""
+    if because.root is None:
+        return None
+    relative = (below(path, because.root) or "").split("/")
+    folders = [join(because.root, "/".join(relative[: i + 1])) for i in range(len(relative) - 1)]
+    if because.is_folder(path):
+        folders.append(path)
+    return next((folder for folder in folders if os.path.islink(folder)), None)
+
+
+def _delete_objects(paths: list[str], because: Evidence, prove: Callable[[], None] | None) -> None:
+    """The gs:// paths of `delete`: objects, and every object below a folder that goes whole."""
+    objects = []
+    for path in paths:
+        if because.is_folder(path):
+            if because.whole:
+                objects += [f"gs://{blob.bucket.name}/{blob.name}" for blob in _list_blobs(path.rstrip("/") + "/")[0]]
         else:
-            os.unlink(folder)  # a file under a run folder's name
+            objects.append(path)
+    if prove is None:
+        for path in objects:
+            _delete_blob(path)
+        return
+    observed = _generations(objects)
+    prove()
+    for path, generation in observed.items():
+        if not _delete_generation(path, generation):
+            raise Changed(errno.ESTALE, "changed since it was read, by another writer", path)
+
+
+def _generations(paths: list[str]) -> dict[str, str]:
+    """The current generation of each gs:// object named (those that exist): what a fenced delete
+    observes before it proves its lease (`_delete_generation`)."""
+    found = {}
+    for path in paths:
+        blob = _blob(path).bucket.get_blob(_blob(path).name)
+        if blob is not None:
+            found[path] = str(blob.generation)
+    return found
+
+
+def _delete_generation(path: str, generation: str) -> bool:
+    """Deletes the gs:// object if it is still at `generation`; False when it changed (or is gone)."""
+    from google.api_core.exceptions import NotFound, PreconditionFailed
+
+    try:
+        _blob(path).delete(if_generation_match=int(generation), retry=_idempotent_retry())
+    except PreconditionFailed:
+        return False
+    except NotFound:
+        return True
+    return True
 
 
 def missing_folders(path: str) -> list[str]:
@@ -607,16 +700,6 @@ def missing_folders(path: str) -> list[str]:
         missing.append(folder)
         folder = os.path.dirname(folder)
     return missing
-
-
-def remove_empty_folders(folders: list[str]) -> None:
-    """Removes `folders` in order while each is empty: missing_folders' result, once the file
-    written there is gone."""
-    for folder in folders:
-        try:
-            os.rmdir(folder)
-        except OSError:  # not empty (or gone, or not ours to remove): the rest are above it
-            return
 
 
 # --- conditional writes and fencing, for a lease that two processes must never both hold
@@ -655,18 +738,20 @@ def create_exclusive(path: str, data: bytes) -> str | None:
 
 
 def read_with_token(path: str) -> tuple[bytes, str] | None:
-    """The lease file's bytes and token, or None when there is no such file."""
+    """The lease file's bytes and token, or None when there is no such file. A local lease is
+    opened inside its folder (core.local_files): a FIFO or a link out planted under its name is
+    refused, never waited on or read."""
     if is_remote(path):
         blob = _blob(path).bucket.get_blob(_blob(path).name)
         if blob is None:
             return None
         return (blob.metadata or {}).get(_HOLDER_KEY, "").encode(), str(blob.generation)
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        stream = open_regular(path, inside=os.path.dirname(os.path.abspath(path)))
     except FileNotFoundError:
         return None
-    with os.fdopen(handle, "rb") as f:
-        data = f.read()
+    with stream:
+        data = stream.read()
     return data, _digest(data)
 
 
@@ -750,9 +835,14 @@ def commit_copy(source: str, destination: str, lease: tuple[str, str] | None) ->
 
 
 def commit_write(path: str, data: bytes | str, lease: tuple[str, str] | None, staging: str) -> None:
-    """`write_atomically`, for a committed name (`commit_copy`): on GCS the bytes go to a new
-    object in the run's `staging` folder first, then are composed into place behind the lease."""
-    if not is_remote(path) or lease is None:
+    """`write_atomically`, for a committed name (`commit_copy`), by way of the run's own `staging`
+    folder: locally its temporary file is written there (a write stopped halfway leaves it in the
+    run's folder, not beside the dataset); on GCS the bytes go to a new object there, then are
+    composed into place behind the lease."""
+    if not is_remote(path):
+        local_writes.replace_atomically(path, data.encode("utf-8") if isinstance(data, str) else data, staging)
+        return
+    if lease is None:
         write_atomically(path, data)
         return
     pending = staging.rstrip("/") + "/" + temporary_name(basename(path), os.urandom(6).hex())
@@ -760,31 +850,7 @@ def commit_write(path: str, data: bytes | str, lease: tuple[str, str] | None, st
     try:
         commit_copy(pending, path, lease)
     finally:
-        _delete_blob(pending)
-
-
-def generations(paths: list[str]) -> dict[str, str]:
-    """The current generation of each gs:// object named (those that exist): what a delete of a
-    committed name observes before it proves its lease (`delete_generation`)."""
-    found = {}
-    for path in paths:
-        blob = _blob(path).bucket.get_blob(_blob(path).name)
-        if blob is not None:
-            found[path] = str(blob.generation)
-    return found
-
-
-def delete_generation(path: str, generation: str) -> bool:
-    """Deletes the gs:// object if it is still at `generation`; False when it changed (or is gone)."""
-    from google.api_core.exceptions import NotFound, PreconditionFailed
-
-    try:
-        _blob(path).delete(if_generation_match=int(generation), retry=_idempotent_retry())
-    except PreconditionFailed:
-        return False
-    except NotFound:
-        return True
-    return True
+        delete([pending], OwnFolder(staging))
 
 
 def _digest(data: bytes) -> str:

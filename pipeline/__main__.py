@@ -2,6 +2,7 @@
 
 import sys
 
+from core.shown import show
 from pipeline import beam_patches, missing_packages
 from pipeline.flags import DEBUG_FLAG, command_name
 
@@ -16,7 +17,7 @@ def main() -> None:
         package = missing_packages.missing_package(e)
         if package is None or DEBUG_FLAG in sys.argv:
             raise
-        print(missing_packages.refusal(command_name(), package), file=sys.stderr)
+        show(missing_packages.refusal(command_name(), package), file=sys.stderr)
         sys.exit(EXIT_REFUSED)
     exit_with_main()
 

@@ -5,7 +5,10 @@ decides what Beam may import (pipeline.unused_modules) before it imports this mo
 
 Without `--debug` (accepted anywhere on the line) every log record is one line, tracebacks
 included (Beam logs a failing bundle's traceback at each retry), and an unexpected error ends
-the command with one line and exit 3 (pipeline.job's exit codes); with it, everything in full.
+the command with one line and exit 3; with it, everything in full. How a command ends, and its
+exit codes (SIGTERM's 143 among them): pipeline.ending. Either way a record's message is
+printable (core.shown.printing): a name in it that holds a newline or an escape sequence shows
+them escaped, so it neither forges a line nor drives the terminal.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import logging
 import sys
 from collections.abc import Callable
 
+from core.shown import printing
+from pipeline.ending import end, terminations_end_the_run
 from pipeline.flags import COMMANDS, DEBUG_FLAG
-from pipeline.job import EXIT_FAILED
+from pipeline.report import first_line
 from pipeline.runners import HideInMemoryWorkersWarning, limit_malloc_arenas
 from transforms import progress
 from transforms.stopping import Stopped
@@ -25,20 +30,7 @@ from transforms.stopping import Stopped
 # Sub-commands named by the first argument; anything else is the conversion's flags.
 SUBCOMMANDS = tuple(COMMANDS)
 
-EXIT_INTERRUPTED = 130  # a shell's code for a command stopped by Ctrl-C (128 + SIGINT)
-LEAD_IN_LINES = 5  # of a message whose first line only introduces the lines after it, how many are kept
 _LOG = logging.getLogger("pipeline")
-
-
-def first_line(message: str) -> str:
-    """A message on one line: its first line, and when that only introduces the lines after it
-    (it ends in ":", as Beam's "Pipeline has validations errors:" does before naming each missing
-    option), those too, up to LEAD_IN_LINES of them, joined by "; "."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if not lines or not lines[0].endswith(":") or len(lines) == 1:
-        return message.splitlines()[0] if message else message
-    more = "; ..." if len(lines) > 1 + LEAD_IN_LINES else ""
-    return f"{lines[0]} {'; '.join(lines[1 : 1 + LEAD_IN_LINES])}{more}"
 
 
 class OneLine(logging.Filter):
@@ -64,8 +56,7 @@ class QuietStops(logging.Filter):
 def _set_up_logging(debug: bool) -> None:
     logging.basicConfig(
         level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=[progress.ConsoleHandler(sys.stderr)],  # on a terminal, records go above the bars
+        handlers=[printing(progress.ConsoleHandler(sys.stderr))],  # on a terminal, records go above the bars
     )
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     logging.getLogger(HideInMemoryWorkersWarning.LOGGER).addFilter(HideInMemoryWorkersWarning())
@@ -89,18 +80,12 @@ def run(command_main: Callable[[list[str]], int], argv: list[str]) -> int:
     debug = DEBUG_FLAG in argv
     _set_up_logging(debug)
     try:
-        return command_main([arg for arg in argv if arg != DEBUG_FLAG])
-    except KeyboardInterrupt as e:
+        with terminations_end_the_run():  # SIGTERM ends a run as Ctrl-C does (pipeline.ending)
+            return end(command_main([arg for arg in argv if arg != DEBUG_FLAG]))
+    except (KeyboardInterrupt, Exception) as e:
         if debug:
             raise
-        # A run says how its interrupt left the output (pipeline.job); a plain Ctrl-C carries no words.
-        _LOG.error("%s", str(e) or "interrupted (a run cleans up what it wrote before it stops)")
-        return EXIT_INTERRUPTED
-    except Exception as e:
-        if debug:
-            raise
-        _LOG.error("%s: %s", type(e).__name__, str(e).strip() or "(no message)")
-        return EXIT_FAILED
+        return end(e)  # a run's interrupt says what DEST holds (pipeline.ending); a plain one how it ended
     finally:
         progress.close_all()
 

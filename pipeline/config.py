@@ -15,7 +15,6 @@ import difflib
 import os
 import pathlib
 import re
-import reprlib
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -27,6 +26,7 @@ from core.contract.features import DEFAULT_IMAGE_KEYS
 from core.contract.layout import ARRAY_RECORD, FILE_FORMATS, TFRECORD
 from core.contract.manifest import KINDS
 from core.local_files import NotYaml, load_yaml
+from core.shown import quoted
 from pipeline.flags import CONVERT_FLAGS
 from pipeline.lease import LEASE_SECONDS
 from pipeline.sharding import MAX_SHARD_MIB, MAX_SHARDS, ShardConfig
@@ -140,7 +140,7 @@ class ImageConfig(pydantic.BaseModel):
         for extension in extensions:
             dotted = "." + extension.strip().lower().removeprefix(".")
             if not _EXTENSION.fullmatch(dotted):
-                raise ValueError(f"{extension!r} is not a file extension like .jpg (one suffix, no wildcards)")
+                raise ValueError(f"{quoted(extension)} is not a file extension like .jpg (one suffix, no wildcards)")
             if dotted not in normalised:
                 normalised.append(dotted)
         return tuple(normalised)
@@ -174,7 +174,7 @@ class ImageCsvConfig(pydantic.BaseModel):
     def _folders(cls, roots: tuple[str, ...]) -> tuple[str, ...]:
         for root in roots:
             if "://" in root and not re.fullmatch(r"gs://[^/]+(/.*)?", root):
-                raise ValueError(f"{root!r} is neither a local folder nor a gs:// prefix (gs://bucket/folder)")
+                raise ValueError(f"{quoted(root)} is neither a local folder nor a gs:// prefix (gs://bucket/folder)")
         return tuple(root if "://" in root else os.path.abspath(root) for root in roots)
 
 
@@ -399,11 +399,9 @@ _SHOULD = {
 
 
 # A refusal names this many problems at most (a list of 60,000 bad values is 60,000 problems), and
-# shows a bad value by its start, never a whole long string or nested structure (an expanded YAML
-# alias may hold a million values).
+# shows a bad value as core.shown.quoted does: by its start, never a whole long string or nested
+# structure (an expanded YAML alias may hold a million values).
 _PROBLEMS_SHOWN = 10
-_SHOWN = reprlib.Repr()
-_SHOWN.maxstring, _SHOWN.maxlong, _SHOWN.maxother, _SHOWN.maxlevel = 120, 40, 120, 2
 
 
 def _describe(error: Mapping[str, Any], path: str | None, values: Mapping, overrides: Mapping) -> str:
@@ -421,7 +419,7 @@ def _describe(error: Mapping[str, Any], path: str | None, values: Mapping, overr
     if error["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         known = _KNOWN.get(loc[:-1], [])
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint = f"did you mean {quoted(close[0])}? " if close else ""
         return f"{where}: {key}: unknown key; {hint}known keys here: {', '.join(known)}"
     if error["type"] == "value_error":
         problem = str(error["ctx"]["error"])
@@ -430,7 +428,7 @@ def _describe(error: Mapping[str, Any], path: str | None, values: Mapping, overr
     else:
         problem = _SHOULD.get(error["type"]) or error["msg"].replace("Input should", "should", 1)
     value = error["input"]
-    got = f"got {_SHOWN.repr(value)}" + (" (a string)" if isinstance(value, str) else "")
+    got = f"got {quoted(value)}" + (" (a string)" if isinstance(value, str) else "")
     return f"{where}: {key + ': ' if key else ''}{problem}, {got}"
 
 

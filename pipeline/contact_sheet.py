@@ -48,7 +48,7 @@ def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
     samples = []
     for split in manifest.splits.values():
         for shard in split.shards:
-            for record, data in _records(join(dest, shard), manifest):
+            for record, data in _records(join(dest, shard), dest, manifest):
                 row = rows_of(tf.io.parse_example([data], spec), 1)[0]
                 image = tf.io.decode_image(row[keys["encoded"]], channels=3, expand_animations=False).numpy()
                 label_id = int(row[keys["label"]]) - manifest.label_offset if keys.get("label") in row else None
@@ -72,11 +72,13 @@ def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
     return samples
 
 
-def _records(path: str, manifest: Manifest):
+def _records(path: str, dest: str, manifest: Manifest):
     """(number, payload) of each record of a shard; a shard that breaks is a ContactSheetError
     naming it (inspect says so in one line)."""
     try:
-        yield from enumerate(data for _, data in read_shard(path, manifest.compression, manifest.file_format))
+        yield from enumerate(
+            data for _, data in read_shard(path, manifest.compression, manifest.file_format, inside=dest)
+        )
     except RecordError as e:
         raise ContactSheetError(f"{path}: record {e.record}: {e.message}") from e
 

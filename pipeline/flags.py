@@ -15,6 +15,7 @@ from typing import Any
 
 from core.contract.layout import FILE_FORMATS
 from core.contract.manifest import KINDS
+from core.shown import show
 from transforms.folder_layout import LAYOUTS
 
 INSTALLED_COMMAND = "tfrecord-pipeline"  # setup.py's console script
@@ -175,7 +176,8 @@ class OneLineParser(argparse.ArgumentParser):
     prints the usage block first, dozens of lines above the one that says what is wrong."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the flags)\n")
+        show(f"{self.prog}: error: {message} ({self.prog} --help lists the flags)", file=sys.stderr)
+        self.exit(2)
 
 
 def make_parser(prog: str, description: str, flags: Iterable[Flag]) -> argparse.ArgumentParser:

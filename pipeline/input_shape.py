@@ -17,24 +17,27 @@ text, shown escaped (transforms.tabular.shown), never by its bytes.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import difflib
+import io
 import itertools
 import os
 import shlex
 import zlib
 
 from core import storage
-from core.contract.layout import MANIFEST_NAME
+from core.contract.folders import NEITHER, folder_kind
+from core.contract.versions import LatestPointerError
 from core.file_signatures import binary_kind
-from core.local_files import dangling, not_regular
+from core.local_files import LeadsOutside, NotARegularFile, dangling, not_regular
+from core.shown import quoted
 from pipeline.config import Config
 from pipeline.flags import command_name
 from transforms.csv_dialect import DialectError, choose_delimiter
+from transforms.csv_records import CsvRecords
 from transforms.sources import ImageCsvLayoutError, csv_layout, extension_of
 from transforms.splits import SPLIT_NAMES
-from transforms.tabular import hidden_match, image_columns, shown
+from transforms.tabular import hidden_match, image_columns
 
 FOLDER_ENTRIES = 1000  # a folder's entries looked at, at most
 SNIFF_BYTES = 64 << 10  # of a file, read to tell an image CSV from a table
@@ -118,9 +121,13 @@ def _missing(path: str) -> str:
 
 def _folder_shape(folder: str, config: Config) -> Shape:
     folders, files = _entries(folder)
-    if MANIFEST_NAME in files:
+    try:
+        found = folder_kind(folder, storage.text_reader(folder), lambda _: [*folders, *files])
+    except (LatestPointerError, NotARegularFile, LeadsOutside):  # a LATEST naming no version, or planted: a root's
+        found = None
+    if found is None or found.kind != NEITHER:  # this pipeline's output (core.contract.folders)
         return Shape(
-            "a converted dataset (it holds manifest.json)",
+            found.what() if found else "a refresh root (it holds LATEST)",
             advice=f"it is this pipeline's output ({command_name('inspect')} {folder} shows it); "
             "give the data to convert",
         )
@@ -206,14 +213,16 @@ def _csv_shape(rows: list[list[str]], config: Config) -> Shape:
     header = [cell.strip() for cell in rows[0]]
     extensions = config.image.extensions
     if columns.uri_column in header:
-        return Shape(f"a CSV file of image URIs (header {shown(header)})", ("image_csv",))
+        return Shape(f"a CSV file of image URIs (header {quoted(header)})", ("image_csv",))
     try:
         uri_at = csv_layout(rows[0], "", columns.uri_column, columns.label_column, columns.split_column).uri_at
     except ImageCsvLayoutError:  # a header of other names: image URIs if a column of them holds image files
         named = [header[i] for i in image_columns(rows[1:], extensions) if i < len(header)]
         if named:
-            return Shape(f"a CSV file of image URIs (header {shown(header)}, images in {named[0]!r})", ("image_csv",))
-        return Shape(f"a tabular CSV file ({len(header):,} columns: {shown(header)})", ("csv",))
+            return Shape(
+                f"a CSV file of image URIs (header {quoted(header)}, images in {quoted(named[0])})", ("image_csv",)
+            )
+        return Shape(f"a tabular CSV file ({len(header):,} columns: {quoted(header)})", ("csv",))
     naming = sum(1 for row in rows if uri_at < len(row) and extension_of(row[uri_at].strip()) in extensions)
     if 2 * naming >= len(rows):
         return Shape(
@@ -221,7 +230,7 @@ def _csv_shape(rows: list[list[str]], config: Config) -> Shape:
             ("image_csv",),
         )
     columns_named = f"{len(header):,} column{'' if len(header) == 1 else 's'}"
-    return Shape(f"a tabular CSV file ({columns_named}: {shown(header)})", ("csv",))
+    return Shape(f"a tabular CSV file ({columns_named}: {quoted(header)})", ("csv",))
 
 
 def _head(path: str) -> bytes | None:
@@ -229,7 +238,7 @@ def _head(path: str) -> bytes | None:
     or None when they cannot be read (a GZIP stream that does not inflate, a file gone): the run
     says why."""
     try:
-        data = storage.read_start(path, SNIFF_BYTES)
+        data = storage.read_start(path, SNIFF_BYTES, inside=None)
         return (
             zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(data, SNIFF_BYTES)
             if storage.is_gzip(path)
@@ -249,17 +258,19 @@ def _rows(head: bytes, delimiter: str) -> list[list[str]] | None:
     when they do not parse. Bytes that are not UTF-8 are read as replacement characters: a row of
     them is the run's to report, as a dead letter."""
     text = head.decode("utf-8", "replace")
-    lines = text.splitlines()
-    if len(head) == SNIFF_BYTES and len(lines) > 1:
-        lines = lines[:-1]  # the last line may be cut
+    whole = len(head) < SNIFF_BYTES
     try:
-        delimiter = choose_delimiter(text, delimiter, whole=len(head) < SNIFF_BYTES)
+        delimiter = choose_delimiter(text, delimiter, whole=whole)
     except DialectError:  # no clear choice: the run says why, if it is a tabular one
         delimiter = ","
-    try:
-        rows = [row for row in csv.reader(lines, delimiter=delimiter) if any(cell.strip() for cell in row)]
-    except csv.Error:
-        return None
+    if not whole:
+        text = text[: text.rfind("\n") + 1] or text  # the last line may be cut
+    rows = []
+    for _, row in CsvRecords(io.StringIO(text, newline=""), delimiter):
+        if isinstance(row, Exception):
+            return None
+        if any(cell.strip() for cell in row):
+            rows.append(row)
     return rows[:SNIFF_ROWS]
 
 

@@ -6,14 +6,15 @@ import logging
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions, TestOptions
 
-from core import storage
-from core.contract.layout import MANIFEST_NAME, join
 from core.contract.manifest import Manifest
+from core.shown import show
 from pipeline.build import build_pipeline
 from pipeline.config import Config
+from pipeline.folder_store import committed_manifest
 from pipeline.lease import Unfinished
 from pipeline.planning import Plan
 from pipeline.publish import Publication
+from pipeline.report import first_line
 from pipeline.runners import (
     interrupts_stop_the_run,
     lean_held_bytes,
@@ -30,7 +31,8 @@ _LOG = logging.getLogger(__name__)
 
 # Exit codes of the commands that run a job: 0 committed (or nothing to do); 1 finished but
 # rejected (manifest.rejected.json says why); 2 refused before any work; 3 failed while running
-# (the job crashed; what it wrote is removed, nothing is published).
+# (the job crashed; what it wrote is removed, nothing is published, unless it failed only after
+# its commit point: its last line says what the output holds). Interrupts: pipeline.ending.
 EXIT_REJECTED, EXIT_REFUSED, EXIT_FAILED = 1, 2, 3
 
 
@@ -68,16 +70,16 @@ def run_job(plan: Plan, config: Config, beam_args: list[str], publication: Publi
 
 
 def _run(plan: Plan, config: Config, options: PipelineOptions, publication: Publication) -> Manifest | None:
-    p = make_pipeline(options)
-    build_pipeline(p, plan, config, publication)
     stopping.reset()
     result = None
     try:
+        p = make_pipeline(options)
+        build_pipeline(p, plan, config, publication)
         with interrupts_stop_the_run():
             result = p.run(test_runner_api=runner_api_round_trip(options))
             submitted = submitted_job_line(result, options)
             if submitted:  # on Dataflow: the job's id and console page, before the wait
-                print(submitted, flush=True)
+                show(submitted)
             result.wait_until_finish()
         return None if stages_only(options) else _committed(plan.output, publication)
     except RunFailedError:  # _committed cleaned up
@@ -90,14 +92,8 @@ def _run(plan: Plan, config: Config, options: PipelineOptions, publication: Publ
                 "interrupted while cleaning up: the next run into this output removes what this one left"
             ) from again
         if isinstance(e, Exception):
-            raise RunFailedError((str(e).strip() or repr(e)).splitlines()[0], rejected) from e
-        committed = _this_runs_manifest(plan.output, publication)  # the clean-up keeps a committed dataset
-        if committed is not None:
-            raise KeyboardInterrupt(
-                f"interrupted only after the run committed: {plan.output} holds its new dataset, whole "
-                f"({committed.records} records, run {committed.run})"
-            ) from e
-        raise
+            raise RunFailedError(first_line(str(e).strip() or repr(e)), rejected) from e
+        raise  # an interrupt as it is: the command says what it left in the output (pipeline.ending)
 
 
 def _stop_and_clean_up(result, options: PipelineOptions, publication: Publication) -> Manifest | None:
@@ -133,6 +129,5 @@ def _committed(output: str, publication: Publication) -> Manifest:
 
 def _this_runs_manifest(output: str, publication: Publication) -> Manifest | None:
     """The manifest committed in `output`, if this run committed it."""
-    text = storage.read_text(join(output, MANIFEST_NAME))
-    committed = Manifest.from_json(text) if text is not None else None
+    committed = committed_manifest(output)
     return committed if committed is not None and committed.run == publication.run else None

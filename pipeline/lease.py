@@ -27,12 +27,15 @@ import socket
 import threading
 
 from core import storage
+from core.contract import json_text
 from core.contract.layout import is_remote, join
+from core.evidence import Evidence, MadeFolders
 
 _LOG = logging.getLogger(__name__)
 
 LEASE_NAME = ".lease"
 LEASE_SECONDS = 300  # a live run renews every third of this
+LEASE_BYTES = 4096  # what a lease file may hold: a run writes about 200 bytes of JSON
 
 
 class LeaseHeldError(RuntimeError):
@@ -45,8 +48,8 @@ class LeaseLost(RuntimeError):
 
 
 class Unfinished(KeyboardInterrupt):
-    """An interrupt that stopped a run before it removed what it wrote (a second Ctrl-C during
-    its clean-up). Raised through the run's `with Lease`, it leaves the lease in place: once this
+    """An interrupt that stopped a run before it removed what it wrote (a second Ctrl-C, or a
+    SIGTERM, during its clean-up). Raised through the run's `with Lease`, it leaves the lease in place: once this
     process is gone the lease is stale, and the next run takes it over and removes what is left,
     as after a killed run."""
 
@@ -68,11 +71,17 @@ class Holder:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Holder | None:
-        """None for a lease file that cannot be parsed (treated as stale)."""
+        """None for a lease file that is not a lease a run wrote (treated as stale): not JSON of at
+        most LEASE_BYTES, or without its fields as a run writes them (text, a process id, times
+        with their time zone)."""
         try:
-            return cls(**json.loads(data))
-        except (ValueError, TypeError):
+            holder = cls(**json_text.loads(data, LEASE_BYTES))
+            times = [datetime.datetime.fromisoformat(moment) for moment in (holder.started, holder.expires)]
+        except (ValueError, TypeError):  # not JSON (NotJson), other fields, times that are none
             return None
+        named = isinstance(holder.run, str) and isinstance(holder.host, str)
+        process = type(holder.pid) is int and 0 < holder.pid < 2**31
+        return holder if named and process and all(moment.tzinfo for moment in times) else None
 
     def is_stale(self, now: datetime.datetime) -> bool:
         if datetime.datetime.fromisoformat(self.expires) < now:
@@ -169,7 +178,7 @@ class Lease:
                 _LOG.warning("%s was no longer ours at release", self.path)
             self._token = None
             # A run refused after taking the lease leaves no empty output folder behind.
-            storage.remove_empty_folders(self._made)
+            storage.delete(self._made, MadeFolders(tuple(self._made)))
 
     def __enter__(self) -> Lease:
         return self
@@ -227,27 +236,15 @@ class Fence:
         """storage.write_atomically of the committed name `path` (on GCS staged in `staging`)."""
         self._fenced(storage.commit_write, path, data, staging=staging)
 
-    def delete(self, paths: list[str]) -> None:
-        """storage.delete of committed names. On GCS a delete cannot name the lease: each object's
-        generation is read first, the lease proven after that, and each delete made on the
-        generation read, so what another run wrote since (a new generation) is never deleted."""
-        remote = [p for p in paths if is_remote(p)]
-        storage.delete([p for p in paths if not is_remote(p)])
-        if not remote:
-            return
-        observed = storage.generations(remote)
-        if self._generation is not None:
-            self._prove()
-        for path, generation in observed.items():
-            if not storage.delete_generation(path, generation):
-                raise LeaseLost(f"{path} changed under run {self.run}'s commit: another run is writing here")
-
-    def delete_tree(self, folder: str) -> None:
-        """storage.delete_tree of a run's folder below a committed dataset (fenced as `delete`)."""
-        if is_remote(folder):
-            self.delete(storage.files_below(folder))
-        else:
-            storage.delete_tree(folder)
+    def delete(self, paths: list[str], because: Evidence) -> list[str]:
+        """storage.delete of names others may write, behind the lease: locally under the folder's
+        lock; on GCS a delete cannot name the lease, so each object's generation is read first,
+        the lease proven after that, and each delete made on the generation read: what another run
+        wrote since (a new generation) is never deleted."""
+        try:
+            return storage.delete(paths, because, prove=self._prove if self._generation is not None else None)
+        except storage.Changed as e:
+            raise LeaseLost(f"{e.filename} changed under run {self.run}'s commit: another run is writing here") from e
 
     def _fenced(self, write, *args, **kwargs) -> None:
         """The write behind the lease; when GCS refuses it, the lease changed: renewed by this

@@ -31,6 +31,7 @@ from core import storage
 from core.contract.layout import GZIP, TFRECORD, ShardedFileTemplate, join, record_files
 from core.contract.manifest import Listing
 from core.local_files import NotARegularFile
+from core.shown import quoted
 from pipeline.config import Config, CsvConfig
 from pipeline.image_csv_plan import RowTable, found_images, names_of
 from pipeline.listing_digest import ListingDigest
@@ -49,7 +50,7 @@ from transforms.folder_layout import (
 from transforms.outcomes import DeadLetter, Skipped, Source
 from transforms.sources import ClassFolders, CsvRow, ImageCsvLayoutError, Roots, image_csv_rows, printable_path
 from transforms.splits import misspelt
-from transforms.tabular import MAX_COLUMNS, hidden_match, image_path_columns, read_header, shown
+from transforms.tabular import MAX_COLUMNS, hidden_match, image_path_columns, read_header
 
 _LOG = logging.getLogger(__name__)
 SOURCES_PER_PERMUTE_BUCKET = 100_000
@@ -222,7 +223,7 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
     parts, part = [], CsvPart(0, 0, None)
     cut = CSV_PART_BYTES if not storage.is_gzip(csv_uri) else None  # a GZIP stream is read from its start
     listing = progress.Phase("listing", "rows")
-    with storage.open_text(csv_uri, errors="surrogateescape") as text, _refused(ImageCsvLayoutError):
+    with storage.open_text(csv_uri, errors="surrogateescape", inside=None) as text, _refused(ImageCsvLayoutError):
         records = CsvRecords(text)
         csv_rows = image_csv_rows(
             records, csv_uri, c.uri_column, c.label_column, c.split_column, config.split_fractions, roots
@@ -233,7 +234,7 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
                 table.add(row.source)
             else:
                 first_dead = first_dead or row
-            if cut and records.offset - part.start >= cut:  # the next row starts a part
+            if cut and records.part_may_start and records.offset - part.start >= cut:  # the next row starts a part
                 parts.append(part._replace(end=records.offset))
                 part = CsvPart(records.offset, records.line, None)
     listing.finish()
@@ -303,37 +304,37 @@ def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
     unnamed = [number for number, name in enumerate(columns, 1) if not name.strip()]
     if unnamed:
         raise PlanError(
-            f"{first}: its header leaves column(s) {shown(unnamed)} (counting from 1) without a name, which every "
+            f"{first}: its header leaves column(s) {quoted(unnamed)} (counting from 1) without a name, which every "
             "column needs as its feature's key (a pandas index, written by to_csv without index=False?): name them, "
             "or write the files without them"
         )
     repeated = sorted(name for name, count in collections.Counter(columns).items() if count > 1)
     if repeated:
         raise PlanError(
-            f"{first}: its header names column(s) {shown(repeated)} more than once; each column is the feature of its "
+            f"{first}: its header names column(s) {quoted(repeated)} more than once; each column is the feature of its "
             "name, so all but one of them would be lost: rename them"
         )
     undeclared = set(config.csv.schema) - set(columns)
     if undeclared:
         raise PlanError(
-            f"csv.schema names columns the data lacks: {shown(sorted(undeclared))} (header: {shown(columns)})"
+            f"csv.schema names columns the data lacks: {quoted(sorted(undeclared))} (header: {quoted(columns)})"
         )
     if config.csv.delimiter != dialect.delimiter:
-        _LOG.info("%s: its fields are separated by %r (csv.delimiter: auto)", first, dialect.delimiter)
+        _LOG.info("%s: its fields are separated by %s (csv.delimiter: auto)", first, quoted(dialect.delimiter))
     warnings = header_warnings(dialect, columns, bool(config.csv.columns)) if config.csv.header == AUTO else []
     paths = image_path_columns(first, columns, dialect, config.image.extensions)
     if paths:
         warnings.append(
-            f"column(s) {shown(paths)} hold paths of image files, which a table stores as text: to convert the "
+            f"column(s) {quoted(paths)} hold paths of image files, which a table stores as text: to convert the "
             "images they name, give the CSV with --kind image_csv"
         )
     label = config.csv.label
     if label not in (AUTO, "") and label not in columns:
         close = difflib.get_close_matches(label, columns, n=1)
         raise PlanError(
-            f"--label (csv.label) names column {label!r}, which {first} lacks"
-            + (f": did you mean {close[0]!r}?" if close else "")
-            + f" (columns: {shown(columns)})"
+            f"--label (csv.label) names column {quoted(label)}, which {first} lacks"
+            + (f": did you mean {quoted(close[0])}?" if close else "")
+            + f" (columns: {quoted(columns)})"
         )
     label = (LABEL_COLUMN if LABEL_COLUMN in columns else "") if label == AUTO else label
     total = digest.bytes
@@ -403,9 +404,9 @@ def make_plan(config: Config, hand_over: bool = False, local_files: bool = True)
     _LOG.info("planned %s: %d file(s), %.1f MB; shards %s", source, listing.files, listing.bytes / 1e6, shards)
     for name, meant in misspelt(list(config.splits)).items():
         _LOG.warning(
-            "split %r (--splits) is not %r: a typo? readers and the trainer look for %s-* by default",
-            name,
-            meant,
+            "split %s (--splits) is not %s: a typo? readers and the trainer look for %s-* by default",
+            quoted(name),
+            quoted(meant),
             meant,
         )
     return Plan(

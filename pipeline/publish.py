@@ -30,6 +30,7 @@ from core.contract.layout import (
     join,
 )
 from core.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
+from core.evidence import OwnFolder
 from pipeline.label_map import (
     alike_labels_warnings,
     empty_labels_warnings,
@@ -90,11 +91,12 @@ class RunRejectedError(RuntimeError):
 
 
 def write_rejection(folder: str, manifest: Manifest) -> None:
-    """An untrusted run, in its own `folder`: manifest.rejected.json (never manifest.json) and its
-    error report stay; its shards (and indexes) go, so nothing can read them as data."""
+    """An untrusted run, in its own `folder` (made new by it): manifest.rejected.json (never
+    manifest.json) and its error report stay; its shards (and indexes) go, so nothing can read
+    them as data."""
     storage.write_atomically(join(folder, REJECTED_MANIFEST_NAME), manifest.to_json())
-    storage.delete([join(folder, f) for split in manifest.splits.values() for f in (*split.shards, *split.index_files)])
-    storage.remove_empty_folders([join(folder, INDEX_FOLDER)])
+    records = [join(folder, f) for split in manifest.splits.values() for f in (*split.shards, *split.index_files)]
+    storage.delete([*records, join(folder, INDEX_FOLDER)], OwnFolder(folder))
 
 
 def report_rejection(folder: str, manifest: Manifest, fail_job: bool) -> None:

@@ -1,6 +1,8 @@
 """What a person reads about a dataset: the summary at the end of a run (or why it was rejected),
 and `inspect`'s account of a dataset; each with the first errors from the run's error reports and
-where the whole reports are.
+where the whole reports are. Each is a list of lines, which the commands print through
+core.shown.show: the names in a line (files, labels, columns, splits) are made printable there,
+so none can forge a line or drive the terminal.
 
 Sizes say what they measure: `MB serialized` is the records' tf.train.Example bytes as the manifest
 counts them (before compression); `MB on disk (GZIP)` (or `(uncompressed)`, or `(ArrayRecord)`,
@@ -11,10 +13,10 @@ deleted)."""
 from __future__ import annotations
 
 import itertools
-import json
 
 from core import storage
-from core.contract.layout import ARRAY_RECORD, REJECTED_MANIFEST_NAME, join
+from core.contract.json_text import NotJson, json_lines
+from core.contract.layout import ARRAY_RECORD, REJECTED_MANIFEST_NAME, REPORT_LINE_CHARS, join
 from core.contract.manifest import Counts, Manifest
 from pipeline.flags import command_name
 from transforms.folder_layout import SPLIT_FOLDERS, FolderLayout
@@ -51,7 +53,7 @@ def _counts_text(c: Counts) -> str:
     return f"listed {c.listed}, written {c.written} (converted {c.converted}), skipped {c.skipped}, errors {c.errors}"
 
 
-def run_summary(manifest: Manifest, output: str, seconds: float) -> str:
+def run_summary(manifest: Manifest, output: str, seconds: float) -> list[str]:
     """The summary `convert` and `refresh` print when the job has finished."""
     c = manifest.counts
     lines = [f"Dataset written to {output}", *_read_as(manifest)]
@@ -65,14 +67,14 @@ def run_summary(manifest: Manifest, output: str, seconds: float) -> str:
     lines.append(f"  {_counts_text(c)}")
     if c.errors:
         by_stage = ", ".join(f"{stage} {n}" for stage, n in manifest.errors_by_stage.items())
-        lines += [f"  errors by stage: {by_stage}", errors_text(output, manifest), _inspect_line(output)]
+        lines += [f"  errors by stage: {by_stage}", *error_lines(output, manifest), _inspect_line(output)]
     lines += _warning_lines(manifest)
     rate = (c.listed - c.skipped) / seconds if seconds else 0.0
     lines.append(f"  elapsed {seconds:.1f} s, {rate:.0f} sources/s")
-    return "\n".join(lines)
+    return lines
 
 
-def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> str:
+def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> list[str]:
     """`inspect`'s account of a dataset: splits, features, labels per split, source counts."""
     m, c = manifest, manifest.counts
     lines = [
@@ -120,7 +122,7 @@ def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> st
     if m.errors_by_stage:
         lines.append("  errors by stage: " + ", ".join(f"{k} {v}" for k, v in m.errors_by_stage.items()))
     lines += _warning_lines(m)
-    return "\n".join(lines)
+    return lines
 
 
 def _read_as(manifest: Manifest) -> list[str]:
@@ -146,27 +148,23 @@ def _warning_lines(manifest: Manifest) -> list[str]:
     return lines
 
 
-def rejected_summary(dest: str, manifest: Manifest) -> str:
+def rejected_summary(dest: str, manifest: Manifest) -> list[str]:
     """`inspect`'s account of a rejected run (manifest.rejected.json): why it must not be trusted
     first, then what it counted (dataset_summary), so a person can fix the input."""
-    return "\n".join(
-        [
-            f"REJECTED: {dest} holds a run that must not be trusted, not a dataset. Reasons:",
-            *_reason_lines(manifest),
-            dataset_summary(dest, manifest, title="Rejected run"),
-        ]
-    )
+    return [
+        f"REJECTED: {dest} holds a run that must not be trusted, not a dataset. Reasons:",
+        *_reason_lines(manifest),
+        *dataset_summary(dest, manifest, title="Rejected run"),
+    ]
 
 
-def rejection_report(dest: str, manifest: Manifest) -> str:
+def rejection_report(dest: str, manifest: Manifest) -> list[str]:
     """What `convert` and `refresh` print when their run was rejected: each reason (the budget one
     says which --max_error_fraction would have passed: pipeline.publish.over_budget), the first
     errors, and where the whole report is, `dest` being the folder that holds it."""
-    lines = ["REJECTED: this run is not published. Reasons:", *_reason_lines(manifest)]
-    if manifest.counts.errors:
-        lines.append(errors_text(dest, manifest))
+    lines = ["REJECTED: this run is not published. Reasons:", *_reason_lines(manifest), *error_lines(dest, manifest)]
     lines += [f"  rejected manifest: {join(dest, REJECTED_MANIFEST_NAME)}", _inspect_line(dest)]
-    return "\n".join(lines)
+    return lines
 
 
 def _reason_lines(manifest: Manifest) -> list[str]:
@@ -188,11 +186,9 @@ def first_errors(dest: str, manifest: Manifest, limit: int = FIRST_ERRORS_SHOWN)
         if len(letters) >= limit:
             break
         try:
-            with storage.open_text(join(dest, name), errors="replace") as lines:
-                for line in itertools.islice(lines, SCANNED_LINES):
-                    if not line.strip():
-                        continue
-                    letter = _letter(name, line)
+            with storage.open_text(join(dest, name), errors="replace", inside=dest) as text:
+                for number, value in itertools.islice(json_lines(text, REPORT_LINE_CHARS), SCANNED_LINES):
+                    letter = _letter(name, number, value)
                     whole_file = _whole_file(letter)
                     covered += 1
                     if whole_file in files:
@@ -219,21 +215,39 @@ def _whole_file(letter: dict) -> tuple[str, str] | None:
     return (file if file and line.isdigit() else source), str(letter.get("reason", ""))
 
 
-def _letter(report: str, line: str) -> dict:
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError:
-        return {"source": report, "stage": "?", "reason": f"unreadable line: {line.strip()[:80]}"}
+def _letter(report: str, number: int, value) -> dict[str, str]:
+    """The dead letter on line `number` of a report (json_text.json_lines' value), its source,
+    stage and reason as text; a line that is not one is a letter saying so (a report may come
+    from elsewhere: it describes the line, never quotes it)."""
+    if isinstance(value, NotJson):
+        return {"source": f"{report}:{number}", "stage": "?", "reason": f"unreadable line: it {value}"}
+    if not isinstance(value, dict):
+        return {"source": f"{report}:{number}", "stage": "?", "reason": "unreadable line: not a JSON object"}
+    return {key: str(value.get(key, default)) for key, default in (("source", "?"), ("stage", "?"), ("reason", ""))}
 
 
-def errors_text(dest: str, manifest: Manifest) -> str:
-    """The first errors (source, stage, reason) and the paths of the whole error reports; "" for a
-    run without errors."""
+def error_lines(dest: str, manifest: Manifest) -> list[str]:
+    """The first errors (source, stage, reason) and the paths of the whole error reports; none for
+    a run without errors."""
     if not manifest.counts.errors:
-        return ""
+        return []
     letters, covered = first_errors(dest, manifest)
     lines = [f"  first errors ({covered} of {manifest.counts.errors}):"]
     for d in letters:
         lines.append(f"    [{d.get('stage', '?')}] {d.get('source', '?')}: {d.get('reason', '')}")
     lines.append(f"  all errors: {', '.join(join(dest, name) for name in manifest.error_files)}")
-    return "\n".join(lines)
+    return lines
+
+
+LEAD_IN_LINES = 5  # of a message whose first line only introduces the lines after it, how many are kept
+
+
+def first_line(message: str) -> str:
+    """A message on one line: its first line, and when that only introduces the lines after it
+    (it ends in ":", as Beam's "Pipeline has validations errors:" does before naming each missing
+    option), those too, up to LEAD_IN_LINES of them, joined by "; "."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines or not lines[0].endswith(":") or len(lines) == 1:
+        return message.splitlines()[0] if message else message
+    more = "; ..." if len(lines) > 1 + LEAD_IN_LINES else ""
+    return f"{lines[0]} {'; '.join(lines[1 : 1 + LEAD_IN_LINES])}{more}"

@@ -51,7 +51,6 @@ import ctypes
 import difflib
 import functools
 import ipaddress
-import json
 import logging
 import os
 import signal
@@ -75,6 +74,7 @@ from apache_beam.runners.direct.direct_runner import DirectPipelineResult
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.utils import thread_pool_executor
 
+from core.contract import json_text
 from core.contract.manifest import IMAGE_KINDS
 from core.storage import is_remote
 from pipeline.portable_workers import WatchedPortableRunner
@@ -395,6 +395,7 @@ def reads_local_files(options: PipelineOptions) -> bool:
 
 
 PORTABLE = "PortableRunner"
+OPTION_CHARS = 1 << 16  # what a JSON option (--environment_config) may hold: a worker pool's address
 IN_PROCESS_JOB_SERVICE = "embed"  # --job_endpoint embed: Beam runs the job service in the launcher
 
 
@@ -414,9 +415,20 @@ def portable_workers_here(options: PipelineOptions) -> bool:
         return False
     config = portable.environment_config or portable.lookup_environment_option("external_service_address") or ""
     if config.strip().startswith("{"):
-        config = json.loads(config).get("url") or ""
+        config = _url(config)
     endpoint = portable.job_endpoint or ""
     return (endpoint == IN_PROCESS_JOB_SERVICE or _on_loopback(endpoint)) and _on_loopback(config)
+
+
+def _url(config: str) -> str:
+    """The "url" of a worker pool's JSON --environment_config; "" when it names none (Beam
+    refuses a config it cannot read when it starts the job)."""
+    try:
+        value = json_text.loads(config, OPTION_CHARS)
+    except json_text.NotJson:
+        return ""
+    url = value.get("url") if isinstance(value, dict) else None
+    return url if isinstance(url, str) else ""
 
 
 def _on_loopback(address: str) -> bool:

@@ -23,11 +23,15 @@ from collections.abc import Callable
 
 import pipeline
 from core import local_writes
+from core.contract import json_text
 from core.contract.layout import INDEX_FOLDER, TFRECORD, index_file, is_remote
 from core.tfrecord_framing import FRAMING_BYTES
 from pipeline.shard_records import read_shard
 from pipeline.tfrecord_reader import RecordError
 
+# What a counting process answers of a shard, a JSON line (ShardCount): its name, a count and a
+# reason are far shorter.
+ANSWER_CHARS = 1 << 20
 # Where `pipeline` is imported from, for the processes (a checkout or site-packages).
 _IMPORT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(pipeline.__file__)))
 
@@ -49,14 +53,14 @@ def index_text(framed: list[tuple[int, int]]) -> str:
 
 def count_shard(path: str, compression: str, index: bool, file_format: str = TFRECORD) -> ShardCount:
     """Reads a shard back record by record (pipeline.shard_records: a TFRecord file's framing and
-    CRCs, an ArrayRecord file's chunk hashes). A missing or broken shard is a verdict
-    (ShardCount.error); an I/O error is raised."""
+    CRCs, an ArrayRecord file's chunk hashes), as a regular file inside its folder. A missing or
+    broken shard is a verdict (ShardCount.error); an I/O error is raised."""
     name = path.rsplit("/", 1)[-1]
     if not _exists(path):
         return ShardCount(name, 0, "missing")
     framed = []
     try:
-        for offset, data in read_shard(path, compression, file_format):
+        for offset, data in read_shard(path, compression, file_format, inside=os.path.dirname(path) or "."):
             framed.append((offset, len(data) + FRAMING_BYTES))
     except RecordError as e:
         return ShardCount(name, len(framed), f"record {e.record}: {e.message}")
@@ -135,7 +139,7 @@ def count_shards(
                 said = err.read().decode(errors="replace").strip().splitlines()
                 answered = f"exit status {process.returncode}, {len(lines)} answers for {len(share)} shards"
                 raise OSError(f"reading shards back in a process of its own failed: {said[-1] if said else answered}")
-            counted += [ShardCount(*json.loads(line)) for line in lines]
+            counted += [ShardCount(*json_text.loads(line, ANSWER_CHARS)) for line in lines]
     return counted
 
 

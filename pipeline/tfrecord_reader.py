@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from isal import igzip_lib  # inflates faster than zlib (README, Performance)
 
 from core.contract.layout import GZIP, is_remote
+from core.local_files import open_regular
 from core.tfrecord_framing import FRAMING_BYTES, MAX_EXAMPLE_BYTES, masked_crc32c
 
 CHUNK_BYTES = 1 << 20
@@ -28,19 +29,20 @@ class RecordError(Exception):
         self.record, self.message = record, message
 
 
-def read_records(path: str, compression: str = GZIP) -> Iterator[bytes]:
+def read_records(path: str, compression: str = GZIP, *, inside: str | None) -> Iterator[bytes]:
     """The payloads of a TFRecord file (`compression`: GZIP or NONE, as a manifest says), checking
     the framing and both CRCs of each record. Raises RecordError with the number (0-based) of the
-    record where the file cannot be read on."""
-    for _, data in read_framed_records(path, compression):
+    record where the file cannot be read on. A local file must be a regular file inside the folder
+    `inside` (core.local_files.open_regular)."""
+    for _, data in read_framed_records(path, compression, inside=inside):
         yield data
 
 
-def read_framed_records(path: str, compression: str = GZIP) -> Iterator[tuple[int, bytes]]:
+def read_framed_records(path: str, compression: str = GZIP, *, inside: str | None) -> Iterator[tuple[int, bytes]]:
     """(offset, payload) of each record, as `read_records` checks them: the offset of its 12-byte
     header in the uncompressed stream, so for an uncompressed file an index entry is
     `offset, len(payload) + FRAMING_BYTES`."""
-    with _open(path) as f:
+    with _open(path, inside) as f:
         stream = _Gunzip(f) if compression == GZIP else _Exact(f)
         index, offset = 0, 0
         try:
@@ -66,12 +68,12 @@ def read_framed_records(path: str, compression: str = GZIP) -> Iterator[tuple[in
             raise
 
 
-def _open(path: str):
+def _open(path: str, inside: str | None):
     if is_remote(path):
         from core import storage  # Beam: only for remote shards (module docstring)
 
-        return storage.open_binary(path)
-    return open(path, "rb")
+        return storage.open_binary(path, inside=inside)
+    return open_regular(path, inside=inside)
 
 
 class _Exact:

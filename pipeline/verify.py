@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import logging
 
 from core import storage
 from core.contract import tf_import
 from core.contract.features import parse_spec
-from core.contract.layout import join
+from core.contract.json_text import NotJson, json_lines
+from core.contract.layout import REPORT_LINE_CHARS, join
 from core.contract.manifest import Manifest
+from core.local_files import LeadsOutside, NotARegularFile
+from core.shown import quoted
 from core.tfrecord_framing import FRAMING_BYTES
 from pipeline.shard_check import index_text
 from pipeline.shard_records import read_shard
 from pipeline.tfrecord_reader import RecordError
-from transforms.tabular import shown
 
 _LOG = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ def verify(dest: str, manifest: Manifest) -> Verification:
                 continue
             count, batch, framed = 0, [], []
             try:
-                for offset, data in read_shard(path, manifest.compression, manifest.file_format):
+                for offset, data in read_shard(path, manifest.compression, manifest.file_format, inside=dest):
                     framed.append((offset, len(data) + FRAMING_BYTES))
                     batch.append((count, data))
                     count += 1
@@ -168,6 +169,8 @@ def verify(dest: str, manifest: Manifest) -> Verification:
                         batch = []
             except RecordError as e:
                 result.problem(f"{shard}: record {e.record}: {e.message}")
+            except (NotARegularFile, LeadsOutside) as e:  # the message names the shard's path
+                result.problem(str(e))
             except OSError as e:
                 result.problem(f"{shard}: cannot read: {type(e).__name__}: {e}")
             if batch:
@@ -214,7 +217,11 @@ def _check_shard_lengths(split, result: Verification) -> None:
 
 def _check_index(dest: str, index: str, framed: list[tuple[int, int]], result: Verification) -> None:
     """The shard's index file says exactly where each record is, as read."""
-    text = storage.read_text(join(dest, index))
+    try:
+        text = storage.read_text(join(dest, index), inside=dest)
+    except (NotARegularFile, LeadsOutside) as e:  # the message names the file
+        result.problem(str(e))
+        return
     if text is None:
         result.problem(f"{index}: index listed in the manifest but missing")
     elif text != index_text(framed):
@@ -252,7 +259,7 @@ def unlisted_warnings(dest: str, manifest: Manifest) -> list[str]:
     """What `inspect` says of unlisted_matches: per split, which files a globbing reader would read."""
     warnings = []
     for split, names in unlisted_matches(dest, manifest).items():
-        shown_names = ("such as " if len(names) > FIRST_UNLISTED else "") + shown(names[:FIRST_UNLISTED])
+        shown_names = ("such as " if len(names) > FIRST_UNLISTED else "") + quoted(names[:FIRST_UNLISTED])
         warnings.append(
             f"{join(dest, split)}-* also matches {len(names):,} file(s) the manifest does not list, {shown_names}: a "
             f"reader that globs it reads them as records of split {split} (and fails on any that is not one); "
@@ -273,20 +280,21 @@ def _check_stray_shards(dest: str, manifest: Manifest, result: Verification) -> 
 def _check_error_files(dest: str, manifest: Manifest, result: Verification) -> None:
     lines = 0
     for name in manifest.error_files:
-        text = storage.read_text(join(dest, name), errors="replace")
-        if text is None:
+        if not storage.exists(join(dest, name)):
             result.problem(f"{name}: error report listed in the manifest but missing")
             continue
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            lines += 1
-            try:
-                letter = json.loads(line)
-                if not isinstance(letter, dict) or not all(k in letter for k in ("source", "stage", "reason")):
-                    raise ValueError("missing source/stage/reason")
-            except ValueError as e:
-                result.problem(f"{name}: line {number}: not a dead letter ({e})")
+        try:
+            text = storage.open_text(join(dest, name), errors="replace", inside=dest)
+        except (NotARegularFile, LeadsOutside) as e:  # the message names the file
+            result.problem(str(e))
+            continue
+        with text:
+            for number, letter in json_lines(text, REPORT_LINE_CHARS):
+                lines += 1
+                if isinstance(letter, NotJson):
+                    result.problem(f"{name}: line {number}: not a dead letter (it {letter})")
+                elif not isinstance(letter, dict) or not all(k in letter for k in ("source", "stage", "reason")):
+                    result.problem(f"{name}: line {number}: not a dead letter (missing source/stage/reason)")
     if manifest.error_files and lines != manifest.counts.errors:
         result.problem(
             f"error reports hold {lines} dead letter(s), the manifest counts {manifest.counts.errors} errors"

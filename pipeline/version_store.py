@@ -19,9 +19,11 @@ import datetime
 import logging
 
 from core import storage
+from core.contract.folders import folder_kind
 from core.contract.layout import MANIFEST_NAME, REJECTED_MANIFEST_NAME, join, temporary_of
 from core.contract.manifest import Manifest, ManifestError, read_rejected_manifest
-from core.contract.versions import LATEST_NAME, is_version, read_pointer, version_time
+from core.contract.versions import LATEST_NAME, is_run_version, is_version, named_like_a_version, version_time
+from core.evidence import OwnFolder, RunFolders
 from pipeline.lease import LEASE_NAME, Fence
 from pipeline.publish import reader_metadata, report_rejection, write_rejection
 from transforms.counting import counter
@@ -34,8 +36,8 @@ _OWN_FILES = (LATEST_NAME, LEASE_NAME)  # ROOT's files, besides the version fold
 
 
 def latest_version(root: str) -> str | None:
-    """The version ROOT/LATEST names, or None when there is none."""
-    return read_pointer(root, storage.read_text)
+    """The version ROOT/LATEST names, or None when there is none (core.contract.folders)."""
+    return folder_kind(root, storage.text_reader(root), storage.children).latest
 
 
 def version_states(root: str) -> dict[str, str]:
@@ -59,7 +61,9 @@ def not_from_refreshes(root: str) -> list[str]:
     return [
         name
         for name in storage.children(root)
-        if not name.startswith(".") and not is_version(name) and (temporary_of(name) or name) not in _OWN_FILES
+        if not name.startswith(".")
+        and not named_like_a_version(name)  # one that is no time is said once, and left alone (preflight)
+        and (temporary_of(name) or name) not in _OWN_FILES
     ]
 
 
@@ -69,23 +73,20 @@ class NotPublished(RuntimeError):
 
 
 def _delete_version(root: str, version: str, fence: Fence | None) -> bool:
-    """Deletes a version folder (behind the run's lease, but its own); False when it is a link
-    (reported and left alone)."""
-    try:
-        if fence is None:
-            storage.delete_tree(join(root, version))
-        else:
-            fence.delete_tree(join(root, version))
-    except storage.LinkedFolder:
-        _LOG.warning("%s is a symbolic link where a version folder would be: left alone", join(root, version))
-        return False
-    return True
+    """Deletes a version folder its caller proved a run's (behind the run's lease, when it gives
+    one); False when it is a link (reported and left alone)."""
+    folder, because = join(root, version), RunFolders(root, frozenset([version]))
+    deleted = storage.delete([folder], because) if fence is None else fence.delete([folder], because)
+    return folder in deleted
 
 
 def remove_unfinished_versions(root: str, fence: Fence) -> list[str]:
-    """Deletes the version folders without any manifest: under the root's lease (pipeline.lease)
-    no other run is writing, so they belong to runs that died. Returns the versions deleted."""
-    unfinished = sorted(v for v, state in version_states(root).items() if state == "incomplete")
+    """Deletes the version folders without any manifest whose names only a refresh makes (named to
+    the microsecond: an earlier release's version to the second without a manifest is left alone):
+    under the root's lease (pipeline.lease) no other run is writing, so they belong to runs that
+    died. Returns the versions deleted."""
+    states = version_states(root)
+    unfinished = sorted(v for v, state in states.items() if state == "incomplete" and is_run_version(v))
     deleted = [version for version in unfinished if _delete_version(root, version, fence)]
     if deleted:
         _LOG.info("removed version folder(s) %s of %s: left by runs that did not finish", ", ".join(deleted), root)
@@ -95,9 +96,9 @@ def remove_unfinished_versions(root: str, fence: Fence) -> list[str]:
 def apply_retention(
     root: str, keep: int, latest: str, fence: Fence | None = None, now: datetime.datetime | None = None
 ) -> list[str]:
-    """Deletes complete versions beyond the newest `keep`, and failed or abandoned ones, but only
-    versions older than `latest` (the one LATEST names, always kept; newer ones may still be
-    running). Returns the versions deleted."""
+    """Deletes complete versions beyond the newest `keep`, and failed or abandoned ones (a run's:
+    named to the microsecond), but only versions older than `latest` (the one LATEST names, always
+    kept; newer ones may still be running). Returns the versions deleted."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     states = version_states(root)
     complete = sorted((v for v, state in states.items() if state == "complete"), key=version_time)
@@ -106,7 +107,7 @@ def apply_retention(
     for version, state in sorted(states.items()):
         if version_time(version) >= version_time(latest) or version in kept:
             continue
-        if state == "incomplete" and now - version_time(version) < INCOMPLETE_GRACE:
+        if state == "incomplete" and (not is_run_version(version) or now - version_time(version) < INCOMPLETE_GRACE):
             continue
         if _delete_version(root, version, fence):
             deleted.append(version)
@@ -172,7 +173,7 @@ class VersionPublication:
 
     def rejected(self) -> Manifest | None:
         try:
-            return read_rejected_manifest(self.folder, storage.read_text)
+            return read_rejected_manifest(self.folder, storage.text_reader(self.root))
         except ManifestError:
             return None
 
@@ -183,8 +184,9 @@ class VersionPublication:
             return None  # published after all: never delete what LATEST names
         rejected = self.rejected()
         if rejected is None:
-            _delete_version(self.root, self.version, None)
+            storage.delete([self.folder], OwnFolder(self.folder))
             return None
         keep = {REJECTED_MANIFEST_NAME, *rejected.report_files}
-        storage.delete([p for p in storage.files_below(self.folder) if p[len(self.folder) + 1 :] not in keep])
+        written = [p for p in storage.files_below(self.folder) if p[len(self.folder) + 1 :] not in keep]
+        storage.delete(written, OwnFolder(self.folder))
         return rejected

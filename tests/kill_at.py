@@ -1,7 +1,8 @@
 """`python -m tests.kill_at MODULE:ATTRIBUTE N [MODULE:ATTRIBUTE N ...] -- ARGS...`: runs `python -m
 pipeline ARGS...` and SIGKILLs the whole process the moment MODULE.ATTRIBUTE is called for the N-th
 time (1-based), as a crash or `kill -9` would at that point: no clean-up, no `finally`, no lease
-release. With `--interrupt` first, each target sends a SIGINT (a Ctrl-C) instead, and the run goes on.
+release. With `--interrupt` first, each target sends a SIGINT (a Ctrl-C) instead, and the run goes on; with
+`--terminate`, a SIGTERM (a scheduler stopping the job), which the run handles (pipeline.ending).
 With `--stop` first, each target stops the process (SIGSTOP, as a suspended laptop) until a SIGCONT.
 
 The local runner runs the job in this process, so any function of the pipeline, in the launcher or
@@ -41,17 +42,17 @@ def arm(target: str, nth: int, signal_number: int = signal.SIGKILL) -> None:
 
 
 def _send(signal_number: int, nth: int, target: str) -> None:
-    """Says which signal goes (the line a test waits for), then sends it: a SIGINT to the main
-    thread, where Python handles it (see main), any other to the process."""
+    """Says which signal goes (the line a test waits for), then sends it: a SIGINT or SIGTERM to the
+    main thread, where Python handles it (see main), any other to the process."""
     sys.stderr.write(f"kill_at: {signal.Signals(signal_number).name} at call {nth} of {target}\n")
     sys.stderr.flush()
-    if signal_number == signal.SIGINT:
+    if signal_number in (signal.SIGINT, signal.SIGTERM):
         signal.pthread_kill(threading.main_thread().ident, signal_number)
     else:
         os.kill(os.getpid(), signal_number)
 
 
-_MODES = {"--interrupt": signal.SIGINT, "--stop": signal.SIGSTOP}
+_MODES = {"--interrupt": signal.SIGINT, "--terminate": signal.SIGTERM, "--stop": signal.SIGSTOP}
 _RENEWALS = threading.Lock()  # held by a lease renewal, and by a target while it stops the process
 
 

@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 import transforms.shard_parts
 from core import array_record_files
 from core.array_record_files import WRITER_OPTIONS, ArrayRecordError
-from core.contract.layout import ARRAY_RECORD, SHARD_PARTS_FOLDER, TFRECORD, is_dataset_file
+from core.contract.layout import ARRAY_RECORD, SHARD_PARTS_FOLDER, TFRECORD
 from core.contract.manifest import Manifest
 from core.tfrecord_framing import framed
 from pipeline import shard_check
 from pipeline.cli import main
 from pipeline.commands import inspect
+from pipeline.folder_store import referenced
 from pipeline.shard_check import ShardCount, count_shard
 from tests import broken_images
 from tests.dataset_reader import array_records, load_manifest, load_rejected, read_split
@@ -85,7 +86,7 @@ def test_array_record_shards_hold_the_records_of_a_tfrecord_run(runs, kind):
             assert reader.num_records() == length
             assert reader.writer_options_string().startswith("group_size:1,")
             reader.close()
-    assert sorted(p.name for p in array_record.iterdir() if not is_dataset_file(p.name)) == []
+    assert sorted(p.name for p in array_record.iterdir()) == sorted(referenced(manifest))
     assert not (array_record / SHARD_PARTS_FOLDER).exists()
 
 
@@ -157,7 +158,7 @@ def test_a_cut_shard_is_found_and_a_flipped_byte_never_changes_a_record_unseen(r
     or else every record still reads as written: the byte was one no reader uses (a block header
     that reading by the file's own index skips, padding)."""
     shard = next((runs["images"][1]).glob("train-00000-*.array_record"))
-    records = list(array_record_files.read_records(str(shard)))
+    records = list(array_record_files.read_records(str(shard), inside=None))
     assert count_shard(str(shard), "NONE", False, ARRAY_RECORD) == ShardCount(shard.name, len(records))
     data = bytearray(shard.read_bytes())
     if flip:
@@ -170,7 +171,7 @@ def test_a_cut_shard_is_found_and_a_flipped_byte_never_changes_a_record_unseen(r
     if counted.error or not flip:
         assert counted.error and counted.records < len(records)
     else:
-        assert list(array_record_files.read_records(str(broken))) == records
+        assert list(array_record_files.read_records(str(broken), inside=None)) == records
 
 
 def test_shards_read_back_in_processes_of_their_own_count_as_here(runs, tmp_path, monkeypatch):
@@ -293,7 +294,7 @@ def test_a_repeated_transcoding_writes_the_same_shard(tmp_path):
     first = shard.read_bytes()
     assert {path: pathlib.Path(path).read_bytes() for path in paths} == saved
     assert transcode_shard(layout, "train", 0, paths) == str(shard) and shard.read_bytes() == first
-    assert list(array_record_files.read_records(str(shard))) == [b"a" * 10, b"b", b"c" * 70_000]
+    assert list(array_record_files.read_records(str(shard), inside=None)) == [b"a" * 10, b"b", b"c" * 70_000]
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
@@ -312,10 +313,10 @@ def test_a_damaged_part_fails_the_transcoding(tmp_path):
 def test_an_empty_shard_is_a_valid_array_record_file(tmp_path):
     path = str(tmp_path / "train-00000-of-00001.array_record")
     assert array_record_files.write_shard(path, []) == 0
-    assert list(array_record_files.read_records(path)) == []
+    assert list(array_record_files.read_records(path, inside=None)) == []
     pathlib.Path(path).write_bytes(b"not an ArrayRecord file")
     with pytest.raises(ArrayRecordError, match="not a whole ArrayRecord file"):
-        list(array_record_files.read_records(path))
+        list(array_record_files.read_records(path, inside=None))
 
 
 @pytest.mark.parametrize(

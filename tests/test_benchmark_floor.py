@@ -61,7 +61,7 @@ def test_floor_counts_images_and_errors_and_writes_its_records(tmp_path):
     assert result["processes"] >= 1 and result["work_s"] > 0
     files = sorted(dest.iterdir())
     assert sum(f.stat().st_size for f in files) == result["compressed_bytes"]
-    written = [Example.FromString(bytes(r)).features.feature for f in files for r in read_records(str(f))]
+    written = [Example.FromString(bytes(r)).features.feature for f in files for r in read_records(str(f), inside=None)]
     assert sorted(f["image/filename"].bytes_list.value[0] for f in written) == [
         str(corpus / key).encode() for key in sorted(GOOD)
     ]
@@ -108,7 +108,10 @@ def test_runner_only_writes_the_first_images_example_for_every_source(tmp_path):
 
     manifest = read_manifest(str(dest), lambda p: Path(p).read_text() if Path(p).exists() else None)
     records = [
-        r for split in manifest.splits.values() for shard in split.shards for r in read_records(f"{dest}/{shard}")
+        r
+        for split in manifest.splits.values()
+        for shard in split.shards
+        for r in read_records(f"{dest}/{shard}", inside=None)
     ]
     assert len(records) == len(items)  # the broken file too: nothing is checked
     first = Example.FromString(records[0]).features.feature

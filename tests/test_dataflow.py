@@ -221,7 +221,11 @@ def test_a_settings_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
     "content, reason",
     [
         (b"job:\n  region: europe-west4\xff\n", "is not UTF-8 text: byte 0xff at offset 27 (line 2)"),
-        (b"job: [\n", "is not valid YAML: while parsing a flow node expected the node content"),
+        (
+            b"job: [\n",
+            "is not valid YAML: a structure YAML cannot parse (an unclosed bracket, a key without its colon?) "
+            "at line 2",
+        ),
     ],
 )
 def test_a_settings_file_that_is_not_utf8_or_not_yaml_is_refused_in_one_line(tmp_path, content, reason):

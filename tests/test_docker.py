@@ -182,6 +182,7 @@ def setup_pins() -> dict[str, str]:
     return {
         "beam": re.search(r'"apache-beam\[gcp\]==([\d.]+)"', text).group(1),
         "tensorflow": set(re.findall(r'"tensorflow==([\d.]+)"', text)).pop(),
+        "jsonschema": re.search(r'JSONSCHEMA = "([^"]+)"', text).group(1),
         "python_requires": re.search(r'python_requires=">=(\d+)\.(\d+)"', text).groups(),
     }
 
@@ -248,9 +249,12 @@ def test_training_image_pins_tensorflow_and_varies_only_by_build_arg(dockerfiles
     run = training.run_text()
     for variant, package in (("cpu", "tensorflow=="), ("gpu", "tensorflow[and-cuda]=="), ("tpu", "tensorflow-tpu==")):
         assert re.search(rf"{variant}\) pip install [^;]*\"{re.escape(package)}{pins['tensorflow']}\"", run), variant
+    # every manifest the trainer reads is checked against its schema, by jsonschema as setup.py pins it
+    assert f'pip install --no-cache-dir "{pins["jsonschema"]}"' in run
     copied = set(training.copied().values())
     assert "trainer/" in copied
-    assert copied - {"trainer/"} == {"core/__init__.py", "core/contract/"}  # of the job, the dataset contract only
+    # Of the job, what the trainer imports: the dataset contract, the opener of local files, the escaper.
+    assert copied - {"trainer/"} == {"core/__init__.py", "core/contract/", "core/local_files.py", "core/shown.py"}
     assert training.all("ENTRYPOINT")[-1].words == ["python", "-m", "trainer"]
 
 

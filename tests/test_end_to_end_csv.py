@@ -12,8 +12,8 @@ import shutil
 
 import pytest
 
-from core.contract.versions import resolve_dataset
-from core.storage import read_text
+from core.contract.folders import dataset_folder
+from core.storage import children, text_reader
 from pipeline.cli import main
 from pipeline.report import dataset_summary
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
@@ -180,7 +180,7 @@ def test_a_dangling_link_among_the_csvs_is_a_list_dead_letter_not_left_out(tmp_p
     argv = [command, "--kind", "csv", "--input", tables / "*.csv*", "--output", out, "--max_error_fraction", "0.5"]
     result = run_pipeline(argv)
     assert result.returncode == 0, result.stderr[-3000:]
-    dataset = resolve_dataset(str(out), read_text)
+    dataset = dataset_folder(str(out), text_reader(str(out)), children)
     assert sorted(read_dead_letters(dataset), key=lambda d: d["source"]) == [
         {
             "source": str(tables / "a-first.csv.gz"),
@@ -206,7 +206,7 @@ def test_a_refresh_after_a_link_dangles_is_a_new_version_that_reports_it(tmp_pat
     def refresh() -> str:
         result = run_pipeline(argv)
         assert result.returncode == 0, result.stderr[-3000:]
-        return resolve_dataset(str(root), read_text)
+        return dataset_folder(str(root), text_reader(str(root)), children)
 
     first = refresh()
     os.symlink("missing.csv", tables / "gone.csv")
@@ -230,7 +230,7 @@ def test_a_column_of_numbers_that_one_value_made_string_is_a_warning_in_the_mani
     assert warning.startswith("column 'y' is stored as strings: 1 of its 22 values is not a number")
     assert f"{tmp_path / 'in' / 'b.csv'}:2: 'n/a'" in warning
     assert f"  warning: {warning}" in capsys.readouterr().out.splitlines()
-    assert f"  warning: {warning}" in dataset_summary(str(out), manifest).splitlines()
+    assert f"  warning: {warning}" in dataset_summary(str(out), manifest)
 
 
 def test_numbers_that_lose_digits_are_warnings_and_grouped_digits_stay_text(tmp_path, capsys):

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from core import storage
 from core.contract.layout import MANIFEST_NAME
+from core.contract.versions import new_run
 from pipeline.cli import main
 from pipeline.folder_store import FolderPublication, referenced
 from pipeline.lease import LEASE_NAME, Lease, LeaseHeldError, LeaseLost
@@ -36,6 +37,7 @@ from tests.fault_proxy import FaultProxy
 from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from tests.test_publication import REPO, convert_argv, photos, whole_dataset
 
+RUN_A, RUN_B = new_run(), new_run()  # run names as runs have them: their staging folders are runs' by name
 # What a stalled run calls in core.storage while it commits (and B while it takes over).
 _STORAGE_CALLS = (
     "read_text",
@@ -45,7 +47,6 @@ _STORAGE_CALLS = (
     "commit_write",
     "write_atomically",
     "delete",
-    "delete_tree",
     "children",
     "files_below",
     "copy",
@@ -171,8 +172,8 @@ def test_a_stalled_run_never_touches_the_dataset_of_the_run_that_took_over(
     if committed:
         place.put(datasets["old"], out)
         place.put_manifest(datasets["old"], out)
-    run_a = FolderPublication(out, "run-a")
-    Lease(out, "run-a", seconds=-1).acquire()  # expired at once: B may take it over
+    run_a = FolderPublication(out, RUN_A)
+    Lease(out, RUN_A, seconds=-1).acquire()  # expired at once: B may take it over
     run_a.prepare()
     manifest_a = stage(place, datasets["a"], run_a)
 
@@ -191,14 +192,14 @@ def test_a_stalled_run_never_touches_the_dataset_of_the_run_that_took_over(
     while not stall.stalled.is_set() and stall.thread.is_alive():
         time.sleep(0.01)
 
-    lease_b = Lease(out, "run-b", seconds=1)  # waits 1 s for a commit in progress
+    lease_b = Lease(out, RUN_B, seconds=1)  # waits 1 s for a commit in progress
     try:
-        took_over = lease_b.acquire()
+        lease_b.acquire()
     except LeaseHeldError:
         outcome["b"] = "refused"
     else:
-        run_b = FolderPublication(out, "run-b")
-        prepare_output(out, "run-b", True, took_over, False)
+        run_b = FolderPublication(out, RUN_B)
+        prepare_output(out, RUN_B, True, set(), False)
         run_b.prepare()
         run_b.publish(stage(place, datasets["b"], run_b))
         lease_b.release()
@@ -210,9 +211,9 @@ def test_a_stalled_run_never_touches_the_dataset_of_the_run_that_took_over(
     if outcome["b"] == "committed":
         # A either lost its lease, or committed before it stalled (in its own clean-up) and B
         # then replaced its dataset.
-        assert final.run == "run-b" and outcome["a"] in ("lost", "committed")
+        assert final.run == RUN_B and outcome["a"] in ("lost", "committed")
     else:  # locally: A stalled holding the folder's lock, so B could not take over
-        assert outcome["a"] == "committed" and final.run == "run-a" and not storage.is_remote(out)
+        assert outcome["a"] == "committed" and final.run == RUN_A and not storage.is_remote(out)
     assert place.names(out) == referenced(final), "nothing of the other run is left"
 
 

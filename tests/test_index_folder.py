@@ -18,10 +18,11 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import local_writes
+from core import local_writes, storage
 from core.contract.layout import INDEX_FOLDER, index_file
+from core.evidence import NamedBy
 from pipeline.cli import main
-from pipeline.folder_store import _in_real_folders
+from pipeline.folder_store import _real_folders
 from tests.dataset_reader import load_manifest
 from tests.test_links import snapshot
 from tests.test_publication import photos, whole_dataset
@@ -96,12 +97,14 @@ def test_overwrites_leave_exactly_the_index_files_the_manifest_names(tmp_path):
     argv = ["--input", str(source), "--output", str(out), "--overwrite"]
     assert main([*argv, *INDEXED]) == 0
     (out / INDEX_FOLDER / "notes.txt").write_text("a user's file\n")
-    (out / index_file("train-00007-of-00009.tfrecord")).write_text("0 10\n")  # an index a crashed run left
+    stray = index_file("train-00007-of-00009.tfrecord")  # named like an index, by no manifest: not a run's
+    (out / stray).write_text("0 10\n")
     assert main([*argv, "--compression", "none", "--index", "--num_shards", "3"]) == 0
     manifest = whole_dataset(out)
     named = {f for split in manifest.splits.values() for f in split.index_files}
-    assert {f"{INDEX_FOLDER}/{p.name}" for p in (out / INDEX_FOLDER).iterdir()} == named | {"index/notes.txt"}
+    assert {f"{INDEX_FOLDER}/{p.name}" for p in (out / INDEX_FOLDER).iterdir()} == named | {"index/notes.txt", stray}
     (out / INDEX_FOLDER / "notes.txt").unlink()
+    (out / stray).unlink()
     assert main(argv) == 0  # GZIP, no index: the index folder goes with the files in it
     assert not (out / INDEX_FOLDER).exists()
     whole_dataset(out)
@@ -138,12 +141,15 @@ def test_nothing_is_written_or_deleted_below_a_linked_folder(tmp_path_factory, t
     below_link = {n for n in names if any(a in planted for a in _ancestors_of(n))}
     if make and below_link:
         with pytest.raises(local_writes.LinkOnPath):
-            _in_real_folders(str(out), names, make=True)
-    else:
-        kept = _in_real_folders(str(out), names, make)
-        assert not set(kept) & below_link
-        if make:
-            assert kept == names and all((out / n).parent.is_dir() for n in names)
-        else:
-            assert set(kept) == {n for n in names if (out / n).parent.is_dir() and n not in below_link}
+            _real_folders(str(out), names)
+    elif make:
+        assert _real_folders(str(out), names) == names and all((out / n).parent.is_dir() for n in names)
+    else:  # a delete of every name, as a manifest naming them all would make it (core.storage.delete)
+        for name in names:
+            if name not in below_link:
+                (out / name).parent.mkdir(parents=True, exist_ok=True)
+                (out / name).write_text(name)
+        because = NamedBy(str(out), frozenset(names), str(out / "manifest.json"))
+        deleted = storage.delete([str(out / name) for name in names], because)
+        assert {pathlib.Path(path).relative_to(out).as_posix() for path in deleted} == set(names) - below_link
     assert sorted(p.name for p in victim.iterdir()) == ["keep.txt"]

@@ -160,7 +160,11 @@ def image_file(root: pathlib.Path, choose) -> Input:
 def dataset(root: pathlib.Path, choose) -> Input:
     (root / "converted").mkdir()
     (root / "converted" / "manifest.json").write_text("{}")
-    return Input(str(root / "converted"), (), lambda kind: ["is a converted dataset", "which no --kind reads"])
+    return Input(
+        str(root / "converted"),
+        (),
+        lambda kind: ["is a dataset folder (it holds manifest.json)", "which no --kind reads"],
+    )
 
 
 def binary(root: pathlib.Path, choose) -> Input:

@@ -292,7 +292,7 @@ def rejected_copy(dataset: pathlib.Path, tmp_path: pathlib.Path, reasons: tuple[
     """The dataset as a rejected run leaves it: manifest.rejected.json (with `reasons`), no
     manifest.json and no shards, the error report kept."""
     data = copy(dataset, tmp_path)
-    manifest = read_manifest(str(data), storage.read_text)
+    manifest = read_manifest(str(data), storage.text_reader(str(data)))
     rejected = dataclasses.replace(manifest, rejected=reasons, max_error_fraction=0.05)
     (data / REJECTED_MANIFEST_NAME).write_text(rejected.to_json())
     (data / MANIFEST_NAME).unlink()
@@ -332,7 +332,7 @@ def test_verify_refuses_a_rejected_run_in_one_line(with_errors, tmp_path, capsys
 def test_reader_matches_tensorflow(images):
     manifest = json.loads((images / "manifest.json").read_text())
     for shard in manifest["splits"]["train"]["shards"]:
-        ours = list(read_records(str(images / shard)))
+        ours = list(read_records(str(images / shard), inside=None))
         theirs = [r.numpy() for r in tf.data.TFRecordDataset(str(images / shard), compression_type="GZIP")]
         assert ours == theirs and ours
 
@@ -365,7 +365,7 @@ def test_contact_sheet_has_one_tile_per_sample(images, tmp_path, capsys, samples
 
 
 def test_contact_sheet_tiles_show_the_labelled_pictures(images):
-    manifest = read_manifest(str(images), storage.read_text)
+    manifest = read_manifest(str(images), storage.text_reader(str(images)))
     samples = contact_sheet.sample_images(str(images), manifest, 4)
     assert [s["label"] for s in samples] == [manifest.label_map[s["label_id"]] for s in samples]
     assert all(s["image"].shape == (64, 64, 3) and (s["width"], s["height"]) == (64, 64) for s in samples)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from core.contract.layout import MANIFEST_NAME
 from core.contract.manifest import ManifestError, read_manifest
-from core.storage import read_text
+from core.storage import text_reader
 from pipeline.cli import main
 from tests.test_publication import photos, whole_dataset
 
@@ -75,11 +75,11 @@ def test_links_planted_in_dest_never_lead_a_write_out(victim, source, tmp_path_f
         (out / name).symlink_to(victim / "secret.txt")
     for name in folders:
         (out / name).symlink_to(victim / "folder", target_is_directory=True)
-    dataset_named = any(name.endswith((".gz", ".jsonl")) for name in files)
+    users = any(not name.startswith(".") for name in files | folders)
     code = main(["--input", str(source), "--output", str(out), *(["--overwrite"] if overwrite else [])])
     assert snapshot(victim) == before, "a write or delete went through a planted link"
-    # A link named like a dataset file with no manifest beside it is an unfinished dataset: refused.
-    assert code == (2 if dataset_named and not overwrite else 0)
+    # A visible name no manifest names is the user's, whatever its name: refused without a dataset there.
+    assert code == (2 if users and not overwrite else 0)
     if code == 0:
         whole_dataset(out)
     for name in folders:
@@ -150,11 +150,11 @@ def test_every_reader_refuses_a_manifest_naming_a_file_outside_its_folder(
     else:
         body[field] = [name]
     (out / MANIFEST_NAME).write_text(json.dumps(body))
-    with pytest.raises(ManifestError, match="not a plain name inside its folder"):
-        read_manifest(str(out), read_text)
+    with pytest.raises(ManifestError, match="is not a file name inside the folder"):
+        read_manifest(str(out), text_reader(str(out)))
     for inspect in (["inspect", str(out)], ["inspect", str(out), "--verify"]):
         assert main(inspect) == 2
-        assert "not a plain name inside its folder" in capsys.readouterr().err
+        assert "is not a file name inside the folder" in capsys.readouterr().err
 
 
 def test_the_trainer_refuses_a_manifest_naming_a_file_outside_its_folder(dataset, tmp_path):
@@ -166,5 +166,5 @@ def test_the_trainer_refuses_a_manifest_naming_a_file_outside_its_folder(dataset
     body = json.loads((dataset / MANIFEST_NAME).read_text())
     body["splits"]["train"]["shards"] = ["../../x"]
     (out / MANIFEST_NAME).write_text(json.dumps(body))
-    with pytest.raises(IncompleteManifestError, match="not a plain name inside its folder"):
+    with pytest.raises(IncompleteManifestError, match="is not a file name inside the folder"):
         load_manifest(str(out))

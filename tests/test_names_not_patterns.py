@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from core import storage
+from core.evidence import OwnFolder
 from pipeline.cli import main
 from tests.dataset_reader import load_manifest
 from tests.test_publication import photos, whole_dataset
@@ -111,11 +112,11 @@ def test_every_storage_operation_takes_a_name_literally(place, names):
     assert storage.exists(f"{folder}/a.bin") and storage.stat(f"{folder}/sub/b.bin").size_in_bytes == 2
     storage.write_atomically(f"{folder}/a.bin", b"new")
     storage.copy(f"{folder}/a.bin", f"{folder}/c.bin")
-    assert storage.read_bytes(f"{folder}/c.bin") == b"new"
-    storage.delete([f"{folder}/c.bin"])
-    storage.delete_tree(f"{folder}/sub")
+    assert storage.read_bytes(f"{folder}/c.bin", inside=folder) == b"new"
+    storage.delete([f"{folder}/c.bin"], OwnFolder(folder))
+    storage.delete([f"{folder}/sub"], OwnFolder(f"{folder}/sub"))
     assert storage.files_below(folder) == [f"{folder}/a.bin"]
-    storage.delete_tree(folder)
+    storage.delete([folder], OwnFolder(folder))
     assert storage.files_below(folder) == []
     assert place.snapshot(other) == before, "the sibling the name matches as a pattern is untouched"
 

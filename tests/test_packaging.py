@@ -167,7 +167,7 @@ def test_the_wheel_holds_the_trainer_the_commands_and_the_extras(installed):
     parsed = [Requirement(line.split(":", 1)[1]) for line in requires]
     base = {r.name for r in parsed if not r.marker}  # what every install gets, Dataflow workers included
     tf = {r.name: str(r.specifier) for r in parsed if r.marker and r.marker.evaluate({"extra": "tf"})}
-    assert {"apache-beam", "google-crc32c", "google-cloud-storage", "protobuf"} <= base, base
+    assert {"apache-beam", "google-crc32c", "google-cloud-storage", "protobuf", "jsonschema"} <= base, base
     assert not base & {"tensorflow", "keras"}, base
     assert tf.get("tensorflow") == "==2.21.0" and "keras" in tf, tf
 

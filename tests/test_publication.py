@@ -30,7 +30,7 @@ from core.contract.layout import SHARD_PARTS_FOLDER
 from core.contract.versions import LATEST_NAME
 from pipeline import shard_check
 from pipeline.cli import main
-from pipeline.folder_store import RUN_FOLDER_PREFIXES, FolderPublication, referenced
+from pipeline.folder_store import FolderPublication, referenced
 from pipeline.lease import LEASE_NAME, Holder, Lease
 from pipeline.planning import make_plan
 from pipeline.publish import RunRejectedError
@@ -72,8 +72,9 @@ def whole_dataset(out: pathlib.Path):
 
 
 def run_files(out: pathlib.Path) -> list[str]:
-    """What runs leave in a folder besides the dataset: staging, temporary and shard-part folders, a lease."""
-    return sorted(p.name for p in out.iterdir() if p.name.startswith((*RUN_FOLDER_PREFIXES, LEASE_NAME)))
+    """What runs leave in a folder besides the dataset, all hidden: staging folders, temporary
+    files, a lease."""
+    return sorted(p.name for p in out.iterdir() if p.name.startswith("."))
 
 
 def convert_argv(source, out, *extra) -> list[str]:
@@ -344,7 +345,8 @@ def test_an_overwrite_replaces_the_dataset_and_cleans_up(dataset):
         ("pipeline.lease:Fence.write", 1, "old"),  # verified, not committed
         ("pipeline.lease:Fence.copy", 2, "new"),  # committed in staging, halfway through moving in
         ("pipeline.lease:Fence.write", 2, "new"),  # moved in, manifest not yet switched
-        ("core.storage:delete_tree", 2, "new"),  # switched, staging not yet removed (1: the parts)
+        ("pipeline.lease:Fence.delete", 2, "new"),  # switched, the replaced files not yet removed
+        ("pipeline.lease:Fence.delete", 4, "new"),  # switched, staging not yet removed
     ],
 )
 def test_an_overwrite_killed_at_any_point_leaves_a_whole_dataset(dataset, target, nth, sees):
@@ -478,7 +480,7 @@ def download_tree(emulator, prefix: str, local: pathlib.Path) -> list[str]:
     [
         ("pipeline.readback:CountShardRecords.process", 1, "old"),
         ("pipeline.lease:Fence.copy", 2, "new"),
-        ("core.storage:delete_tree", 2, "new"),
+        ("pipeline.lease:Fence.delete", 4, "new"),
     ],
 )
 def test_on_gcs_an_overwrite_killed_at_any_point_leaves_a_whole_dataset(

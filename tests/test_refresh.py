@@ -11,12 +11,12 @@ import pathlib
 import shutil
 
 import pytest
-import tensorflow as tf
 
+from core.contract.folders import dataset_folder
 from core.contract.layout import REJECTED_MANIFEST_NAME, SHARD_PARTS_FOLDER
 from core.contract.manifest import Counts, Manifest
-from core.contract.versions import LATEST_NAME, LatestPointerError, is_version, new_version, resolve_dataset
-from core.storage import read_text
+from core.contract.versions import LATEST_NAME, is_version, new_version
+from core.storage import children, read_text, text_reader
 from pipeline.cli import main
 from pipeline.commands import refresh as refresh_command
 from pipeline.lease import Fence, Lease
@@ -25,6 +25,8 @@ from pipeline.version_store import NotPublished, VersionPublication, apply_reten
 from tests import broken_images
 from tests.dataset_reader import load_manifest, read_split
 from tests.subprocess_limits import SUBPROCESS_TIMEOUT
+from trainer import manifest_io
+from trainer.errors import TrainerError
 from transforms.splits import assign_split
 
 SAMPLE = pathlib.Path(__file__).resolve().parents[1] / "sample" / "images"
@@ -100,7 +102,7 @@ def refresh(store, *flags: str) -> int:
 
 
 def latest(store) -> str:
-    return read_text(store.uri(f"root/{LATEST_NAME}")).strip()
+    return read_text(store.uri(f"root/{LATEST_NAME}"), inside=store.uri("root")).strip()
 
 
 def split_of_each_source(store, version: str, tmp_path: pathlib.Path) -> dict[str, str]:
@@ -124,7 +126,7 @@ def test_the_first_refresh_publishes_a_version_that_latest_names(store, tmp_path
     assert refresh(store) == 0
     v1 = latest(store)
     assert is_version(v1) and version_states(store.uri("root")) == {v1: "complete"}
-    assert resolve_dataset(store.uri("root"), read_text) == store.uri(f"root/{v1}")
+    assert dataset_folder(store.uri("root"), text_reader(store.uri("root")), children) == store.uri(f"root/{v1}")
     assert split_of_each_source(store, v1, tmp_path) == {key: assign_split(key, FRACTIONS) for key in keys}
 
 
@@ -179,11 +181,13 @@ def test_a_run_over_its_error_budget_leaves_latest_and_only_its_report(store):
     store.put("in/circle/truncated.jpg", broken_images.truncated_jpeg())
     assert refresh(store, "--max_error_fraction", "0") == 1
     assert latest(store) == v1
-    assert resolve_dataset(store.uri("root"), read_text) == store.uri(f"root/{v1}")
+    assert dataset_folder(store.uri("root"), text_reader(store.uri("root")), children) == store.uri(f"root/{v1}")
     [failed] = [v for v, state in version_states(store.uri("root")).items() if state == "rejected"]
     assert failed > v1
     assert store.files(f"root/{failed}") == ["errors-00000-of-00001.jsonl", REJECTED_MANIFEST_NAME]
-    assert "circle/truncated.jpg" in read_text(store.uri(f"root/{failed}/errors-00000-of-00001.jsonl"))
+    assert "circle/truncated.jpg" in read_text(
+        store.uri(f"root/{failed}/errors-00000-of-00001.jsonl"), inside=store.uri("root")
+    )
 
 
 def test_keep_deletes_older_and_failed_versions_once_a_new_one_is_published(store):
@@ -266,36 +270,37 @@ def test_latest_never_moves_back_to_an_older_version(store):
             with pytest.raises(NotPublished, match=newer):
                 VersionPublication(root, older, "run-1").advance(manifest, fence)
             assert latest(store) == newer
-            VersionPublication(root, "20310101T000000Z", "run-1").advance(manifest, fence)
+            newest = VersionPublication(root, "20310101T000000Z", "run-1")
+            newest.prepare()  # its folder, where LATEST's new bytes wait to be renamed into place
+            newest.advance(manifest, fence)
     assert latest(store) == "20310101T000000Z"
 
 
-def test_resolve_dataset_with_tensorflow_io_as_the_trainer_calls_it(tmp_path):
-    def gfile_read(path):
-        with tf.io.gfile.GFile(path, "r") as f:
-            return f.read()
-
+def test_a_root_is_followed_with_tensorflow_io_as_the_trainer_calls_it(tmp_path):
     root = tmp_path / "root"
     (root / "20250101T000000Z").mkdir(parents=True)
-    assert resolve_dataset(str(root), gfile_read) == str(root)  # no LATEST (tf NotFoundError): a dataset folder
+    assert manifest_io.resolve_data(str(root)) == str(root)  # no LATEST, no version to the microsecond
     (root / LATEST_NAME).write_text("20250101T000000Z\n")
-    assert resolve_dataset(str(root), gfile_read) == f"{root}/20250101T000000Z"
-    assert resolve_dataset(str(root) + "/", read_text) == f"{root}/20250101T000000Z"
+    assert manifest_io.resolve_data(str(root)) == f"{root}/20250101T000000Z"
+    assert dataset_folder(str(root) + "/", text_reader(str(root)), children) == f"{root}/20250101T000000Z"
     (root / LATEST_NAME).write_text("../elsewhere\n")
-    with pytest.raises(LatestPointerError):
-        resolve_dataset(str(root), gfile_read)
+    with pytest.raises(TrainerError, match="must hold the name of one version folder"):
+        manifest_io.resolve_data(str(root))
 
 
-def test_resolve_dataset_passes_on_errors_other_than_not_found(tmp_path):
+def test_reading_latest_passes_on_errors_other_than_not_found(tmp_path):
     def missing(path):
         raise FileNotFoundError(path)
 
     def denied(path):
         raise PermissionError(path)
 
-    assert resolve_dataset(str(tmp_path), missing) == str(tmp_path)
+    def names(folder):
+        return [LATEST_NAME]
+
+    assert dataset_folder(str(tmp_path), missing, names) == str(tmp_path)
     with pytest.raises(PermissionError):
-        resolve_dataset(str(tmp_path), denied)
+        dataset_folder(str(tmp_path), denied, names)
 
 
 def test_refresh_flag_errors_exit_2_and_write_nothing(tmp_path):
@@ -344,7 +349,7 @@ def test_a_refresh_killed_mid_run_leaves_latest_and_the_next_refresh_works(tmp_p
     assert (root / LATEST_NAME).read_text().strip() == v1
     partial = [p for p in root.iterdir() if p.is_dir() and p.name != v1]
     assert partial and not any((p / "manifest.json").exists() for p in partial)
-    assert resolve_dataset(str(root), read_text) == f"{root}/{v1}"
+    assert dataset_folder(str(root), text_reader(str(root)), children) == f"{root}/{v1}"
 
     assert main(["refresh", "--input", str(source), "--output", str(root)]) == 0
     v2 = (root / LATEST_NAME).read_text().strip()

@@ -149,7 +149,10 @@ def test_a_config_file_that_is_not_utf8_is_refused_naming_the_byte(tmp_path, com
     argv = [*command, "--config", tmp_path / "settings.yaml", "--input", tmp_path / "in", "--output", tmp_path / "out"]
     stderr = refused_in_a_process(argv)
     errors = [line for line in stderr.splitlines() if " ERROR " in line]
-    reason = "is not UTF-8 text: byte 0xff at offset 13 (line 2)"
+    reason = (
+        "is not UTF-8 text: byte 0xff at offset 13 (line 2); it is text in another encoding than UTF-8 "
+        "(Latin-1 or Windows-1252? save it as UTF-8)"
+    )
     assert len(errors) == 1 and errors[0].endswith(f"config {tmp_path / 'settings.yaml'} {reason}"), stderr
 
 

@@ -9,6 +9,7 @@ trainer.train's imports.
 import sys
 
 from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
+from core.shown import show
 from trainer.flags import parser
 
 
@@ -18,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import_tensorflow("training")
     except TensorFlowMissingError as e:
-        print(f"error: {e}", file=sys.stderr)
+        show(f"error: {e}", file=sys.stderr)
         return 2
     from trainer.train import main as train_main
 

@@ -30,6 +30,12 @@ class DatasetRejectedError(TrainerError):
     """DEST holds a run the pipeline rejected (manifest.rejected.json): never train on it."""
 
 
+class FileRefusedError(TrainerError):
+    """A local file the trainer reads (the dataset's manifest, LATEST or a shard, inside the folder
+    given as --data; model.json, inside --model_dir) is not a regular file inside its folder: a
+    FIFO, a device, or a link out of it."""
+
+
 class IncompleteManifestError(TrainerError):
     """manifest.json exists but lacks what training needs (a split, shards, features, keys)."""
 

@@ -10,6 +10,8 @@ import argparse
 import os
 import sys
 
+from core.shown import show
+
 DESCRIPTION = "Train on a dataset the pipeline converted: its manifest.json says what the shards hold."
 INSTALLED_COMMAND = "tfrecord-train"  # setup.py's console script
 # our small CNN, or a keras.applications class built with weights=None (trainer.model.APPLICATIONS)
@@ -36,8 +38,18 @@ def _command() -> str:
     return INSTALLED_COMMAND if os.path.basename(sys.argv[0]) == INSTALLED_COMMAND else "python -m trainer"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but for the line that says what is wrong, which quotes the command line:
+    it is printed through core.shown.show."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        show(f"{self.prog}: error: {message}", file=sys.stderr)
+        self.exit(2)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=_command(), description=DESCRIPTION)
+    p = _Parser(prog=_command(), description=DESCRIPTION)
     p.add_argument(
         "--data",
         required=True,

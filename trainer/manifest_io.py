@@ -1,47 +1,75 @@
-"""Reading a dataset's manifest.json (local or gs://, through tf.io.gfile; the format and the one
-reader: core.contract) and checking that it holds what training needs. Everything the job
-knows about the data -- shard files, record counts, feature spec, label map -- comes from here;
-the data itself is never scanned to learn it."""
+"""Reading a dataset's manifest.json (the format and the one reader: core.contract) and checking
+that it holds what training needs. Everything the job knows about the data -- shard files, record
+counts, feature spec, label map -- comes from here; the data itself is never scanned to learn it.
+
+Local files are opened by core.local_files.open_regular, inside the folder given as --data: a FIFO,
+a device or a link out of it (a version folder's included) is refused in one line, and so is such
+a shard before tf.data opens it (shard_paths). gs:// has neither, and is read through tf.io.gfile."""
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import tensorflow as tf
 
 from core.contract import manifest as contract
-from core.contract.layout import TFRECORD, join
+from core.contract.folders import FolderKindError, dataset_folder
+from core.contract.layout import TFRECORD, is_remote, join
 from core.contract.manifest import FeatureSpec, Manifest, SplitInfo
-from core.contract.versions import resolve_dataset
+from core.contract.versions import LatestPointerError
+from core.local_files import LeadsOutside, NotARegularFile, check_regular, open_regular
 from trainer.errors import (
     DatasetRejectedError,
     FileFormatError,
+    FileRefusedError,
     IncompleteManifestError,
     ManifestNotFoundError,
     MissingFeatureError,
+    TrainerError,
 )
 
 _LOG = logging.getLogger(__name__)
 
 
-def read_text(path: str) -> str | None:
-    """A file's text through tf.io.gfile (local, gs://), or None when there is no such file."""
+def read_text(path: str, *, inside: str) -> str | None:
+    """The text of a file inside the folder `inside`, or None when there is no such file; a local
+    one that is not a regular file inside it raises FileRefusedError (module docstring). The
+    trainer's one reader of files (model.json too: trainer.model_dir)."""
+    if not is_remote(path):
+        try:
+            with open_regular(path, inside=inside) as f:
+                return f.read().decode("utf-8")
+        except FileNotFoundError:
+            return None
+        except (NotARegularFile, LeadsOutside) as e:
+            raise FileRefusedError(str(e)) from None
     if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path, "r") as f:
         return f.read()
 
 
+def list_names(folder: str) -> list[str]:
+    """The names directly in a folder through tf.io.gfile ([] when there is none)."""
+    return tf.io.gfile.listdir(folder) if tf.io.gfile.isdir(folder) else []
+
+
 def resolve_data(data: str) -> str:
-    """The dataset folder to train on: `data` itself, or the version a refresh ROOT's LATEST names."""
-    return resolve_dataset(data, read_text)
-
-
-def load_manifest(data: str) -> Manifest:
-    """The manifest of the dataset in `data`; raises ManifestNotFoundError / DatasetRejectedError /
-    IncompleteManifestError."""
+    """The dataset folder to train on: `data` itself, or the version a refresh ROOT's LATEST names
+    (core.contract.folders); a ROOT without a version yet, or a folder that is both, is refused."""
     try:
-        manifest = contract.read_manifest(data, read_text)
+        return dataset_folder(data, functools.partial(read_text, inside=data), list_names)
+    except (FolderKindError, LatestPointerError) as e:
+        raise TrainerError(str(e)) from e
+
+
+def load_manifest(data: str, inside: str | None = None) -> Manifest:
+    """The manifest of the dataset in `data`, read as a file inside `inside` (the folder given as
+    --data, when `data` is the version its LATEST names; else `data`); raises
+    ManifestNotFoundError / DatasetRejectedError / IncompleteManifestError / FileRefusedError."""
+    try:
+        manifest = contract.read_manifest(data, functools.partial(read_text, inside=inside or data))
     except contract.ManifestRejectedError as e:
         raise DatasetRejectedError(f"{e} (fix the input and convert again; the error report is beside it)") from e
     except contract.ManifestNotFoundError as e:
@@ -103,7 +131,16 @@ def eval_split(manifest: Manifest, flag: str | None) -> str:
 
 
 def shard_paths(data: str, manifest: Manifest, split: str) -> list[str]:
-    return [join(data, shard) for shard in split_info(manifest, split).shards]
+    """The paths of a split's shards, each checked as a regular file inside `data` before
+    tf.data opens it (core.local_files.check_regular): FileRefusedError names one that is not."""
+    paths = [join(data, shard) for shard in split_info(manifest, split).shards]
+    for path in paths:
+        if not is_remote(path):
+            try:
+                check_regular(path, inside=data)
+            except (NotARegularFile, LeadsOutside) as e:
+                raise FileRefusedError(str(e)) from None
+    return paths
 
 
 def feature(manifest: Manifest, name: str, what: str = "feature") -> FeatureSpec:

@@ -18,9 +18,12 @@ import json
 
 import tensorflow as tf
 
+from core.contract import json_text
 from trainer.errors import ModelDirError
+from trainer.manifest_io import read_text
 
 SPEC_NAME = "model.json"
+SPEC_BYTES = 1 << 20  # what model.json may hold: a run writes a few hundred bytes
 COMPARED = ("model", "task", "label", "classes", "features", "string_buckets")
 _SHOWN_CHARACTERS = 80  # of a value in a message
 
@@ -35,14 +38,15 @@ def check(model_dir: str, spec: dict) -> str | None:
     latest = latest_checkpoint(model_dir)
     if latest is None:
         return None
-    path = tf.io.gfile.join(model_dir, SPEC_NAME)
-    if not tf.io.gfile.exists(path):
+    text = read_text(tf.io.gfile.join(model_dir, SPEC_NAME), inside=model_dir)
+    if text is None:
         return latest
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            recorded = json.loads(f.read())
-        except json.JSONDecodeError:
-            recorded = {}
+    try:
+        recorded = json_text.loads(text, SPEC_BYTES)
+    except json_text.NotJson:
+        recorded = {}
+    if not isinstance(recorded, dict):
+        recorded = {}
     differences = [
         f"its {key} {_shown(recorded.get(key))}, this run's {_shown(spec.get(key))}"
         for key in COMPARED

@@ -23,6 +23,7 @@ import keras
 import tensorflow as tf
 
 from core.contract.manifest import Manifest
+from core.shown import printing, show
 from trainer import data_statistics, input_fn, manifest_io, model_dir
 from trainer import model as models
 from trainer.errors import BatchSizeError, LabelError, ShardLengthError, TrainerError, op_error_cause
@@ -59,7 +60,7 @@ class Job:
 def plan_job(args: argparse.Namespace) -> Job:
     """Read the manifest and check the flags against it; raises TrainerError subclasses."""
     data = manifest_io.resolve_data(args.data)
-    manifest = manifest_io.load_manifest(data)
+    manifest = manifest_io.load_manifest(data, inside=args.data)
     manifest_io.split_info(manifest, args.train_split)
     eval_split = manifest_io.eval_split(manifest, args.eval_split)
     manifest_io.split_info(manifest, eval_split)
@@ -306,7 +307,7 @@ def run(args: argparse.Namespace, on_epoch=None) -> Outcome:
     return Outcome(job, result, strategy, loop, policy)
 
 
-def summary_text(args, outcome: Outcome) -> str:
+def summary_lines(args, outcome: Outcome) -> list[str]:
     job, result, strategy = outcome.job, outcome.result, outcome.strategy
     lines = [
         f"Trained {job.description} on {job.data} ({type(strategy).__name__}, "
@@ -325,7 +326,7 @@ def summary_text(args, outcome: Outcome) -> str:
         f"TensorBoard logs {manifest_io.join(args.model_dir, 'logs')}"
         + (f", exported model {result.export_dir}" if result.export_dir else "")
     )
-    return "\n".join(lines)
+    return lines
 
 
 def _print_epoch(metrics: dict) -> None:
@@ -337,25 +338,25 @@ def _print_epoch(metrics: dict) -> None:
         parts.append(f"val_accuracy {metrics['val_accuracy']:.3f}")
     parts.append(f"val_records {metrics['val_records']}")
     parts.append(f"{metrics['examples_per_second']:.0f} examples/s")
-    print("  ".join(parts), flush=True)
+    show("  ".join(parts))
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=logging.INFO, handlers=[printing(logging.StreamHandler(sys.stderr))])
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         outcome = run(args, on_epoch=_print_epoch)
     except TrainerError as e:
-        print(f"error: {e}", file=sys.stderr)
+        show(f"error: {e}", file=sys.stderr)
         return 2
     except tf.errors.OpError as e:  # unreadable data, a lost device, a full disk ...
-        print(f"error: {type(e).__name__}: {op_error_cause(e)}", file=sys.stderr)
+        show(f"error: {type(e).__name__}: {op_error_cause(e)}", file=sys.stderr)
         return 1
     except Exception as e:  # a bug, or a failure nobody foresaw: one line, as the pipeline's commands do
         if args.debug:
             raise
         first = (str(e).strip() or "(no message)").splitlines()[0]
-        print(f"error: {type(e).__name__}: {first} (--debug for the traceback)", file=sys.stderr)
+        show(f"error: {type(e).__name__}: {first} (--debug for the traceback)", file=sys.stderr)
         return EXIT_UNEXPECTED
-    print(summary_text(args, outcome))
+    show(*summary_lines(args, outcome))
     return 0

@@ -22,12 +22,13 @@ every file as the planner decided. No Beam.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import io
 import re
 
+from core.shown import quoted
 from transforms.csv_numbers import GROUPED_THOUSANDS, is_float, is_int64
+from transforms.csv_records import CsvRecords, QuoteLeftOpen
 from transforms.sources import without_padding
 
 AUTO = "auto"
@@ -141,7 +142,7 @@ def header_warnings(dialect: CsvDialect, columns: tuple[str, ...], named: bool) 
     typed = [name for name in columns if _cell_type(name, dialect.decimal) in ("number", "date")]
     if not typed:
         return []
-    shown = ", ".join(map(repr, typed[:5])) + (f" and {len(typed) - 5} more" if len(typed) > 5 else "")
+    shown = quoted(typed)
     return [
         f"the first row of the CSV files is read as their header, but it names column(s) {shown} with numbers or "
         "dates, as a row of data would: if that row is data, set csv.header: false"
@@ -199,13 +200,14 @@ def choose_delimiter(head: str, setting: str = AUTO, whole: bool = True) -> str:
     better = [d for d, s in splits.items() if s.header > chosen.header and s.share == 1]
     if chosen.header == 1 and better and chosen.rows:
         raise DialectError(
-            f"csv.delimiter {setting!r} makes it one column, but {better[0]!r} splits its header and first "
-            f"{len(chosen.rows)} row(s) alike into {splits[better[0]].header}: set csv.delimiter: {better[0]!r} or auto"
+            f"csv.delimiter {quoted(setting)} makes it one column, but {quoted(better[0])} splits its header and "
+            f"first {len(chosen.rows)} row(s) alike into {splits[better[0]].header}: set csv.delimiter: "
+            f"{quoted(better[0])} or auto"
         )
     if chosen.rows and not chosen.matching:
         raise DialectError(
             f"none of its first {len(chosen.rows)} row(s) has the header's {chosen.header} field(s) when split at "
-            f"{setting!r} (they have {_counts(chosen.rows)}){_likely(splits, setting)}"
+            f"{quoted(setting)} (they have {_counts(chosen.rows)}){_likely(splits, setting)}"
         )
     return setting
 
@@ -221,7 +223,7 @@ def _best(splits: dict[str, _Split]) -> str:
             rows = splits[alike[0]].rows
             raise DialectError(
                 f"its header names one column, but each of its first {len(rows)} row(s) has {rows[0]} fields at "
-                f"{alike[0]!r}: name every column, or if it is one column, set csv.delimiter to a character its "
+                f"{quoted(alike[0])}: name every column, or if it is one column, set csv.delimiter to a character its "
                 "values do not hold"
             )
         return next((d for d in CANDIDATES if splits[d].share == 1), ",")
@@ -231,7 +233,7 @@ def _best(splits: dict[str, _Split]) -> str:
     if len(tied) > 1 and [viable[d].fit for d in tied].count(fit) == 1:
         tied = [d for d in tied if viable[d].fit == fit]  # its cells are values, the others' pieces of them
     if len(tied) > 1 and most:
-        described = " and ".join(f"{d!r} into {viable[d].header}" for d in tied)
+        described = " and ".join(f"{quoted(d)} into {viable[d].header}" for d in tied)
         raise DialectError(
             f"its header and first rows split equally well at {described} fields: set csv.delimiter to the one "
             "it was written with"
@@ -246,14 +248,16 @@ def _likely(splits: dict[str, _Split], taken: str) -> str:
     others = [(s.matching, s.header, d) for d, s in splits.items() if d != taken and s.header > 1 and s.matching]
     if others:
         matching, header, delimiter = max(others)
-        return f"; at {delimiter!r} its header and {matching} of them have {header}: set csv.delimiter: {delimiter!r}"
+        at = quoted(delimiter)
+        return f"; at {at} its header and {matching} of them have {header}: set csv.delimiter: {at}"
     alike = [(d, s) for d, s in splits.items() if len(set(s.rows)) == 1 and s.rows[0] > 1]
     if not alike:
         return "; check the character between its fields (csv.delimiter)"
     delimiter, split = alike[0]
     if delimiter == taken:
         return f"; they have {split.rows[0]} each: does its header lack names, or a value its quotes?"
-    return f"; at {delimiter!r} its rows have {split.rows[0]} each, its header {split.header}: another file's header?"
+    at = quoted(delimiter)
+    return f"; at {at} its rows have {split.rows[0]} each, its header {split.header}: another file's header?"
 
 
 def _counts(rows: tuple[int, ...]) -> str:
@@ -289,16 +293,15 @@ def _fit(cell: str) -> int:
 
 
 def head_rows(head: str, delimiter: str, whole: bool) -> list[list[str]]:
-    """A CSV's first lines, `head`, split at `delimiter`: its first row, then each non-blank row (a
-    row csv cannot parse is left out, and so is the last unless `head` is the whole file)."""
-    reader = csv.reader(io.StringIO(head, newline=""), delimiter=delimiter)
+    """A CSV's first lines, `head`, split at `delimiter` as the job reads them (csv_records): its
+    first row, then each non-blank row. A record that is no row is left out, and so is the last
+    unless `head` is the whole file (it may be cut), and all from a quoted field that the cut
+    leaves open (its lines are not rows)."""
     rows = []
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error:
+    for _, row in CsvRecords(io.StringIO(head, newline=""), delimiter):
+        if isinstance(row, QuoteLeftOpen) and not whole:
+            return rows
+        if isinstance(row, Exception):
             continue
         if not rows or any(cell.strip() for cell in row):
             rows.append(row)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from core.shown import quoted
+
 _INT = re.compile(r"^[+-]?\d+$")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 OTHER_DECIMAL = {".": ",", ",": "."}
@@ -29,11 +31,11 @@ def read_float(value: str, decimal: str = ".") -> float:
     comma, a value holding a point is text: `1.234,5` groups thousands and `1.5` follows the other
     convention, and a guess at either could be wrong."""
     if "_" in value or (decimal == "," and "." in value):
-        raise ValueError(f"{value!r} is not a number")
+        raise ValueError(f"{quoted(value)} is not a number")
     try:
         return float(value.replace(",", ".", 1) if decimal == "," else value)
     except ValueError:
-        raise ValueError(f"{value!r} is not a number") from None
+        raise ValueError(f"{quoted(value)} is not a number") from None
 
 
 def is_float(value: str, decimal: str = ".") -> bool:

@@ -48,8 +48,8 @@ def _open_source(uri: str) -> BinaryIO:
     if is_remote(uri):
         from core import storage  # Beam: only for remote sources (module docstring)
 
-        return storage.open_binary(uri)
-    return open_regular(uri)
+        return storage.open_binary(uri, inside=None)
+    return open_regular(uri, inside=None)
 
 
 @dataclasses.dataclass(frozen=True)

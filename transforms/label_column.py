@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from core.shown import quoted
 from transforms.csv_numbers import is_int64
 
 # Classes a label column may have: more are not classes of one label (ids, free text). Its values
@@ -47,13 +48,13 @@ def label_warnings(column: str, dtype: str, values: set[str] | None) -> list[str
     """Why a label column of `dtype` has no classes where a user may expect some."""
     if values is None:
         return [
-            f"label column {column!r} has more than {MAX_CLASSES:,} different values: it is stored as it is, not as "
-            "classes (is it a label?)"
+            f"label column {quoted(column)} has more than {MAX_CLASSES:,} different values: it is stored as it is, "
+            "not as classes (is it a label?)"
         ]
     if dtype == "int64" and label_classes(dtype, values) is None:
         ids = sorted(int(value) for value in values if is_int64(value))
         return [
-            f"label column {column!r} holds integers from {ids[0]} to {ids[-1]}, not class ids 0..K-1 (at most "
+            f"label column {quoted(column)} holds integers from {ids[0]} to {ids[-1]}, not class ids 0..K-1 (at most "
             f"{MAX_CLASSES:,}): it is stored as it is, without classes; declare it string in csv.schema to store its "
             "values as classes"
         ]

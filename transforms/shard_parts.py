@@ -43,6 +43,7 @@ from apache_beam.io.filesystem import CompressionTypes
 
 from core import array_record_files, storage
 from core.contract.layout import ARRAY_RECORD, GZIP, SHARD_PARTS_FOLDER, TFRECORD, is_remote, join, record_files
+from core.evidence import OwnFolder
 from core.tfrecord_framing import framed, unframed
 from transforms import progress, stopping
 from transforms.gzip_codec import use_gzip_codec
@@ -185,7 +186,7 @@ class SharedParts:
         for path, (split, index, ledger) in sorted(self._ledgers.items()):
             ledger.check_complete(os.path.getsize(path))
             if not ledger.pieces:
-                os.remove(path)
+                storage.delete([path], OwnFolder(self._layout.parts_folder))
                 continue
             if self._header:
                 with open(path, "ab") as f:
@@ -208,7 +209,7 @@ def finalize_shard(layout: ShardLayout, split: str, index: int, part_paths: list
     else:
         with storage.create(path) as out:
             for part in part_paths:
-                with storage.open_binary(part) as f:
+                with storage.open_binary(part, inside=layout.parts_folder) as f:
                     shutil.copyfileobj(f, out, 1 << 20)
     return path
 
@@ -223,7 +224,7 @@ def _finalize_all(parts: Iterable[ShardPart], layout: ShardLayout, writing: prog
             path = finalize_shard(layout, split, index, by_shard[(split, index)])
             writing.add()
             yield path
-    storage.delete_tree(layout.parts_folder)  # with any part of a failed attempt
+    storage.delete([layout.parts_folder], OwnFolder(layout.parts_folder))  # with any part of a failed attempt
 
 
 @beam.ptransform_fn
@@ -245,13 +246,13 @@ def transcode_shard(layout: ShardLayout, split: str, index: int, part_paths: lis
     (_TranscodeShards removes their folder), so a repeated step (a retry) writes the same file
     again from the same parts."""
     path = layout.shard_path(split, index)
-    array_record_files.write_shard(path, _part_records(part_paths))
+    array_record_files.write_shard(path, _part_records(part_paths, layout.parts_folder))
     return path
 
 
-def _part_records(part_paths: list[str]):
+def _part_records(part_paths: list[str], folder: str):
     for part in part_paths:
-        with storage.open_binary(part) as f:
+        with storage.open_binary(part, inside=folder) as f:
             try:
                 yield from unframed(f.read)
             except ValueError as e:
@@ -274,7 +275,7 @@ class _Transcode(beam.DoFn):
 
 def _without_parts_folder(paths, layout: ShardLayout):
     paths = list(paths)
-    storage.delete_tree(layout.parts_folder)  # with any part of a failed attempt
+    storage.delete([layout.parts_folder], OwnFolder(layout.parts_folder))  # with any part of a failed attempt
     return paths
 
 

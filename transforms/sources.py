@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import os
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
@@ -42,6 +43,7 @@ from apache_beam.io.filesystem import FileMetadata
 
 from core import storage
 from core.contract.layout import join
+from core.shown import is_text, quoted
 from transforms import listing_handover, progress
 from transforms.counting import counter
 from transforms.csv_records import CsvPart, CsvRecords, unreadable_row
@@ -53,6 +55,8 @@ Outcome = Source | Skipped | DeadLetter
 
 # Split values that mean "hash it" (AutoML's UNASSIGNED); the others are SPLIT_NAMES or a configured split.
 _UNASSIGNED = {"", "unassigned"}
+# The other rows a conflict's dead letter names (a count says how many more): enough to find them.
+CONFLICTS_NAMED = 10
 
 
 def extension_of(path: str) -> str:
@@ -245,7 +249,7 @@ def uri_scheme_problem(uri: str) -> str | None:
     confine)."""
     if "://" not in uri or (uri.startswith("gs://") and storage.has_filesystem(uri)):
         return None
-    return f"unsupported URI scheme {uri.split('://', 1)[0] + '://'!r} in {uri} (use gs:// or a local path)"
+    return f"unsupported URI scheme {quoted(uri.split('://', 1)[0] + '://')} in {uri} (use gs:// or a local path)"
 
 
 class CsvLayout(NamedTuple):
@@ -275,8 +279,8 @@ def csv_layout(row: list[str], csv_uri: str, uri_column: str, label_column: str,
     if uri_column in header:
         if label_column not in header:
             raise ImageCsvLayoutError(
-                f"{csv_uri}: its header {header} names {uri_column!r} but no {label_column!r} column: set "
-                "image_csv.label_column (in a --config file) to the column that holds the labels"
+                f"{csv_uri}: its header {quoted(header)} names {quoted(uri_column)} but no {quoted(label_column)} "
+                "column: set image_csv.label_column (in a --config file) to the column that holds the labels"
             )
         split_at = header.index(split_column) if split_column in header else None
         return CsvLayout(
@@ -291,7 +295,7 @@ def csv_layout(row: list[str], csv_uri: str, uri_column: str, label_column: str,
     automl_row = len(names) >= 3 and names[0].lower() in {*SPLIT_NAMES, *_UNASSIGNED}
     if not automl_row and all(cell and not any(sign in cell for sign in "/.") for cell in names):
         raise ImageCsvLayoutError(
-            f"{csv_uri}: its first row {header} is a header that names no {uri_column!r} column: set "
+            f"{csv_uri}: its first row {quoted(header)} is a header that names no {quoted(uri_column)} column: set "
             "image_csv.uri_column and image_csv.label_column (in a --config file) to the columns that hold the image "
             "paths and the labels"
         )
@@ -346,8 +350,9 @@ def image_csv_rows(
             if layout.header:
                 continue
         split_at, uri_at, label_at = layout.split_at, layout.uri_at, layout.label_at
-        if not_utf8(row):
-            yield DeadLetter(where, "parse", "invalid UTF-8")
+        binary = not_text(row)
+        if binary:
+            yield DeadLetter(where, "parse", binary)
             continue
         fields = len(without_padding(row))
         if fields > layout.width or len(row) <= max(p for p in (split_at, uri_at, label_at) if p is not None):
@@ -372,8 +377,8 @@ def image_csv_rows(
             yield DeadLetter(
                 where,
                 "parse",
-                f"unknown split {row[split_at].strip()!r}: expected TRAIN, VALIDATION, TEST, UNASSIGNED or empty, "
-                f"or a configured split ({', '.join(name for name, _ in fractions)})",
+                f"unknown split {quoted(row[split_at].strip())}: expected TRAIN, VALIDATION, TEST, UNASSIGNED or "
+                f"empty, or a configured split ({', '.join(name for name, _ in fractions)})",
             )
             continue
         yield CsvRow(where, line, Source(image, uri, label, split))
@@ -387,16 +392,17 @@ def without_padding(row: list[str]) -> list[str]:
     return row[:end]
 
 
-def not_utf8(cells: Iterable[str]) -> bool:
-    """Whether CSV cells read with errors="surrogateescape" (storage.open_text) held bytes that are
-    not UTF-8: their row is a dead letter, not the end of the run."""
-    for cell in cells:
-        if not cell.isascii():  # most cells: O(1)
-            try:
-                cell.encode("utf-8")  # fails on the surrogates that stand for bytes that were not UTF-8
-            except UnicodeEncodeError:
-                return True
-    return False
+def not_text(cells: Iterable[str]) -> str | None:
+    """Why CSV cells read with errors="surrogateescape" (storage.open_text) are not text: they held
+    bytes that are not UTF-8, or a NUL, which no text holds (binary data matched as CSV); None for
+    text. Their row is a dead letter, not the end of the run, and none of it is quoted
+    (core.shown.quoted quotes only text)."""
+    cells = list(cells)
+    if not all(is_text(cell) for cell in cells):
+        return "invalid UTF-8"
+    if any("\x00" in cell for cell in cells):
+        return "a NUL byte, which text does not hold: binary data"
+    return None
 
 
 def resolve_duplicates(rows: Iterable[CsvRow]) -> list[tuple[int, Outcome]]:
@@ -404,25 +410,37 @@ def resolve_duplicates(rows: Iterable[CsvRow]) -> list[tuple[int, Outcome]]:
 
     Identical rows (same label, same split): the first becomes the Source, every later one a
     `duplicate` dead letter naming the first's line. Rows that disagree on label or split: a
-    conflict, so none is converted and each is a `conflict` dead letter naming the other lines."""
+    conflict, so none is converted and each is a `conflict` dead letter naming the other lines
+    (the first CONFLICTS_NAMED, and how many more).
+
+    Work in proportion to the rows (a CSV may list one image thousands of times): the rows are
+    grouped by what they say once, and each group's others found in one pass that stops after
+    CONFLICTS_NAMED of them, skipping only the group's own rows."""
     rows = sorted(rows, key=lambda r: r.line)
-    if len({(r.source.label, r.source.split) for r in rows}) == 1:
+    said = [(r.source.label, r.source.split) for r in rows]
+    groups: dict[tuple[str, str], list[CsvRow]] = {}
+    for r, what in zip(rows, said, strict=True):
+        groups.setdefault(what, []).append(r)
+    if len(groups) == 1:
         first = rows[0]
         return [(first.line, first.source)] + [
             (r.line, DeadLetter(r.where, "duplicate", f"duplicate row of line {first.line} ({r.source.key})"))
             for r in rows[1:]
         ]
     outcomes = []
-    for r in rows:
-        others = [o for o in rows if (o.source.label, o.source.split) != (r.source.label, r.source.split)]
-        named = "; ".join(f"line {o.line} (label {o.source.label!r}, split {o.source.split!r})" for o in others[:10])
-        more = f" and {len(others) - 10} more" if len(others) > 10 else ""
-        reason = (
-            f"conflict: {r.source.key} has label {r.source.label!r}, split {r.source.split!r} here but "
-            f"{named}{more}; none of its rows is converted"
-        )
-        outcomes.append((r.line, DeadLetter(r.where, "conflict", reason)))
-    return outcomes
+    for (label, split), own in groups.items():
+        others = ((r.line, what) for r, what in zip(rows, said, strict=True) if what != (label, split))
+        named = list(itertools.islice(others, CONFLICTS_NAMED))
+        listed = "; ".join(f"line {line} (label {quoted(what[0])}, split {quoted(what[1])})" for line, what in named)
+        more = len(rows) - len(own) - len(named)
+        listed += f" and {more} more" if more else ""
+        for r in own:
+            reason = (
+                f"conflict: {r.source.key} has label {quoted(label)}, split {quoted(split)} here but {listed}; none "
+                "of its rows is converted"
+            )
+            outcomes.append((r.line, DeadLetter(r.where, "conflict", reason)))
+    return sorted(outcomes, key=lambda outcome: outcome[0])
 
 
 def bucket_missing(uri: str) -> str | None:
@@ -602,9 +620,9 @@ class _ParseImageCsvRows(_Route):
         csv_uri, layout_row = self._csv_uri, None
         if part.start:
             self._check_size()
-            with storage.open_text(csv_uri, errors="surrogateescape") as text:
+            with storage.open_text(csv_uri, errors="surrogateescape", inside=None) as text:
                 layout_row = first_layout_row(CsvRecords(text))
-        with storage.open_text(csv_uri, errors="surrogateescape", start=part.start) as text:
+        with storage.open_text(csv_uri, errors="surrogateescape", start=part.start, inside=None) as text:
             records = CsvRecords(text, start=part.start, line=part.line, end=part.end)
             rows = image_csv_rows(records, csv_uri, *self._args, layout_row=layout_row)
             for row in progress.counted(rows, self._listing):
@@ -650,7 +668,7 @@ class _CheckImagesExist(beam.DoFn):
                 outcome = DeadLetter(
                     outcome.uri,
                     "parse",
-                    f"split {outcome.split!r} is not one of the planned splits "
+                    f"split {quoted(outcome.split)} is not one of the planned splits "
                     f"{sorted(self._splits)} (was the CSV edited during the run?)",
                 )
             if isinstance(outcome, Source):

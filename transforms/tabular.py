@@ -22,7 +22,9 @@ count of dead letters could weigh them against the error budget, and a run that 
 part of its input must not pass it. A malformed row is a dead letter, and so is each row of a file
 with another header. A FIFO, socket or device matching the pattern (or a link to one) holds no
 rows to lose, and reading it would wait for a writer or never end: it is not read, and is one
-`read` dead letter, as a file whose header cannot be parsed is one `header` dead letter. A match
+`read` dead letter, as a file whose header cannot be parsed is one `header` dead letter. So is a
+file whose first line is not text (a workbook, compressed data, UTF-16, a NUL byte: NotCsvText),
+named by what it begins as and its size, never quoted. A match
 that cannot be listed (a dangling link: Beam's own matching drops it) is one `list` dead letter,
 as in a class folder (`ListCsvFiles`). A wildcard does not match hidden names, as in a shell
 (`data/**/*.csv` and `.ipynb_checkpoints/t-checkpoint.csv`, `data/*.csv` and macOS's `._t.csv`):
@@ -38,7 +40,6 @@ import difflib
 import functools
 import io
 import re
-import reprlib
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
@@ -49,11 +50,12 @@ import apache_beam as beam
 from core import storage
 from core.file_signatures import what_it_is
 from core.local_files import NotARegularFile
+from core.shown import quoted
 from transforms import progress, stopping
 from transforms.counting import counter
 from transforms.csv_dialect import AUTO, CsvDialect, DialectError, choose_dialect, head_rows, row_fields
 from transforms.csv_numbers import GROUPED_THOUSANDS, OTHER_DECIMAL, is_float, is_int64, other_decimal, read_float
-from transforms.csv_records import CSV_ROW_LIMIT, RecordTooLong, bounded_rows, unreadable_row
+from transforms.csv_records import CSV_ROW_LIMIT, CsvRecords, QuoteLeftOpen, RecordTooLong, bounded_rows, unreadable_row
 from transforms.example_proto import ExampleTooLarge, encode_example
 from transforms.label_column import MAX_CLASSES, label_classes, label_warnings
 from transforms.outcomes import DEAD_LETTERS, SKIPPED, DeadLetter, Record, Skipped
@@ -61,7 +63,7 @@ from transforms.sources import (
     HIDDEN,
     extension_of,
     is_hidden,
-    not_utf8,
+    not_text,
     printable_path,
     relative_key,
     without_padding,
@@ -89,9 +91,6 @@ HEADER_LIMIT = 4 * 2**20
 # many more, within HEAD_LIMIT characters.
 HEAD_LINES = 100
 HEAD_LIMIT = 2**20
-# Names as reports show them: the first 10, each up to 100 characters (a header may hold 100,000).
-_SHOWN = reprlib.Repr()
-_SHOWN.maxlist, _SHOWN.maxstring = 10, 100
 
 
 class NotedValues(NamedTuple):
@@ -177,15 +176,15 @@ def parse_value(value: str, dtype: str, decimal: str = "."):
         return value.encode("utf-8")
     if dtype == "int64":
         if not is_int64(value):
-            raise ValueError(f"{value!r} is not an int64")
+            raise ValueError(f"{quoted(value)} is not an int64")
         return int(value)
     if dtype == "float32":
         return read_float(value, decimal)
     if dtype == "bool":
         if value.strip().lower() not in _BOOLS:
-            raise ValueError(f"{value!r} is not true/false")
+            raise ValueError(f"{quoted(value)} is not true/false")
         return _BOOLS[value.strip().lower()]
-    raise ValueError(f"unknown dtype {dtype!r}")
+    raise ValueError(f"unknown dtype {quoted(dtype)}")
 
 
 def read_header(
@@ -197,27 +196,44 @@ def read_header(
     whose DialectError this raises). The names are its header's; for a file without one, `names`
     (csv.columns), or column_1 .. column_N. ValueError when the first line is longer than
     HEADER_LIMIT or the header is not UTF-8. A bad byte in a later row is that row's dead letter
-    (ReadCsvRows), so the header is decoded alone, not with the rest."""
-    csv.field_size_limit(CSV_ROW_LIMIT)  # the csv module's one setting, as the job's (ReadCsvRows)
+    (ReadCsvRows), so the header is decoded alone, not with the rest. A first line the job cannot
+    read as a row (a quote left open in it: csv_records) is ValueError too, unless `header` is
+    False (then it is a row's dead letter): with a header, or maybe one, it names the columns."""
     head, whole = _read_head(uri)
     dialect = choose_dialect(head, delimiter, decimal, header, whole)
     rows = head_rows(head, dialect.delimiter, whole)
+    if header is not False:  # a header, or may be: its first line decides the columns
+        _, record = next(iter(CsvRecords(io.StringIO(head, newline=""), dialect.delimiter, HEADER_LIMIT)), (0, []))
+        if isinstance(record, Exception):
+            reason = str(record) if isinstance(record, QuoteLeftOpen) else unreadable_row(record)
+            raise ValueError(
+                f"its first line is no row: {reason} (fix its quotes, or set csv.header: false if that line is data)"
+            )
     first = tuple(without_padding(rows[0] if rows else []))
-    if not_utf8(first):
-        raise ValueError(
-            f"it is not UTF-8 CSV text: it begins as {what_it_is(head[:64].encode(errors='surrogateescape'))}"
-        )
+    if not_text(first):
+        raise NotCsvText(head)
     if dialect.header:
         if names:
             raise DialectError(
                 "csv.columns names the columns of files without a header row, but its first row is a header "
-                f"{shown(first)}: leave csv.columns out to use it, or set csv.header: false if it is data"
+                f"{quoted(first)}: leave csv.columns out to use it, or set csv.header: false if it is data"
             )
         return first, dialect
     width = max((len(without_padding(row)) for row in rows), default=0)
     if names and len(names) != width:
         raise DialectError(f"csv.columns names {len(names)} column(s), but its rows have {width} field(s)")
     return tuple(names) or tuple(f"{GENERATED_NAME}{number}" for number in range(1, width + 1)), dialect
+
+
+class NotCsvText(ValueError):
+    """A CSV file whose first line is not text (transforms.sources.not_text): named by what it
+    begins as (core.file_signatures), never by its bytes, which may be anything (a workbook, a
+    key, an archive) and would garble the terminal."""
+
+    def __init__(self, head: str):
+        super().__init__(
+            f"it is not UTF-8 CSV text: it begins as {what_it_is(head[:64].encode(errors='surrogateescape'))}"
+        )
 
 
 def image_path_columns(uri: str, columns: Sequence[str], dialect: CsvDialect, extensions: Iterable[str]) -> list[str]:
@@ -246,7 +262,7 @@ def _read_head(uri: str) -> tuple[str, bool]:
     """A CSV file's first line (at most HEADER_LIMIT characters, else ValueError) and up to
     HEAD_LINES more within HEAD_LIMIT characters, never reading a line past either; and whether
     that is the whole file (if not, its last record may be cut: a quoted field spanning lines)."""
-    with storage.open_text(uri, errors="surrogateescape") as text:
+    with storage.open_text(uri, errors="surrogateescape", inside=None) as text:
         first = text.readline(HEADER_LIMIT + 1)
         if len(first) > HEADER_LIMIT:
             raise ValueError(f"its first line is longer than {HEADER_LIMIT:,} characters, the most a header may hold")
@@ -260,12 +276,6 @@ def _read_head(uri: str) -> tuple[str, bool]:
                 break
             lines.append(line)
     return "".join(lines), False
-
-
-def shown(names: Sequence) -> str:
-    """A list of names (or numbers) as a report shows it: whole when short, else its first ones,
-    each cut short, and how many there are."""
-    return _SHOWN.repr(list(names)) + (f" ({len(names):,} in all)" if len(names) > _SHOWN.maxlist else "")
 
 
 def _whole_file_error(listed, errors, letter: DeadLetter) -> beam.pvalue.TaggedOutput:
@@ -366,15 +376,18 @@ class ReadCsvRows(beam.DoFn):
         key = relative_key(self._root, path) if path.startswith(self._root.rstrip("/") + "/") else path
         read = _FileRead(self._reading, metadata.size_in_bytes)
         try:
-            with storage.open_text(path, errors="surrogateescape") as text:
+            with storage.open_text(path, errors="surrogateescape", inside=None) as text:
                 read.watch(text)
                 first_limit = HEADER_LIMIT if self._header else CSV_ROW_LIMIT
                 yield from self._rows(path, key, bounded_rows(text, self._delimiter, first_limit), read)
-        except csv.Error as e:  # before the first row: the header cannot be parsed
+        except (csv.Error, QuoteLeftOpen) as e:  # before the first row: the header cannot be parsed
             letter = DeadLetter(path, "header", f"malformed header: {e}")
             yield _whole_file_error(self._listed, self._errors, letter)
         except RecordTooLong as e:  # the header's: every row's is caught
             letter = DeadLetter(path, "header", f"its header is {e}, the most a header may hold")
+            yield _whole_file_error(self._listed, self._errors, letter)
+        except NotCsvText as e:  # its first line: it is read no further
+            letter = DeadLetter(path, "read", f"{e} ({metadata.size_in_bytes:,} bytes): leave it out of --input")
             yield _whole_file_error(self._listed, self._errors, letter)
         except NotARegularFile as e:  # raised by the open, before any row (module docstring)
             yield _whole_file_error(self._listed, self._errors, DeadLetter(path, "read", str(e)))
@@ -393,6 +406,8 @@ class ReadCsvRows(beam.DoFn):
             if isinstance(header, Exception):  # the header cannot be parsed, or is past its limit
                 raise header
             header = tuple(without_padding(header))
+            if not_text(header):  # a workbook, an archive, ...: none of its rows is quoted
+                raise NotCsvText(self._delimiter.join(header))
             if header != self._columns:
                 yield from self._other_header(path, header, records)
                 return
@@ -454,16 +469,14 @@ def header_difference(header: Sequence[str], columns: Sequence[str]) -> str:
         ("it names more than once", named_twice),
         ("it holds in another place", [name for name in shared_there if name not in in_order]),
     )
-    return "; ".join(f"{what} {shown(names)}" for what, names in parts if names)
+    return "; ".join(f"{what} {quoted(names)}" for what, names in parts if names)
 
 
 def _row_problem(row, width):
     fields = row_fields(row, width)
     if fields != width:
         return f"expected {width} fields, found {fields}"
-    if not_utf8(row):
-        return "invalid UTF-8"
-    return None
+    return not_text(row)
 
 
 @dataclasses.dataclass(slots=True)
@@ -668,7 +681,7 @@ class Columns:
     names: tuple[str, ...]
 
     def __str__(self) -> str:
-        return f"column {self.names[0]!r}" if len(self.names) == 1 else f"columns {shown(self.names)}"
+        return f"column {quoted(self.names[0])}" if len(self.names) == 1 else f"columns {quoted(self.names)}"
 
     def verb(self, one: str, several: str) -> str:
         return one if len(self.names) == 1 else several
@@ -676,7 +689,7 @@ class Columns:
     @property
     def example(self) -> str:
         """Where an example of several columns is from: `in column 'a', `; nothing for one."""
-        return "" if len(self.names) == 1 else f"in column {self.names[0]!r}, "
+        return "" if len(self.names) == 1 else f"in column {quoted(self.names[0])}, "
 
 
 def spaced_name_warning(columns: Columns) -> str:
@@ -699,9 +712,10 @@ def leading_zeros_warning(columns: Columns, dtype: str, noted: NotedValues, deci
     """What a user is told of columns stored as numbers that some values wrote with leading zeros."""
     return (
         f"{columns} {columns.verb('is', 'are')} stored as {dtype}, which keeps no leading zeros: "
-        f"{columns.example}{_some(noted, 'have them', 'has them')} (for example {noted.source}: {noted.value!r} is "
-        f"stored as {stored_value(noted.value, dtype, decimal)!r}); declare {columns.verb('it', 'them')} in "
-        f"csv.schema as string to keep the values as written, or as {dtype} to keep the numbers without this warning"
+        f"{columns.example}{_some(noted, 'have them', 'has them')} (for example {noted.source}: "
+        f"{quoted(noted.value)} is stored as {quoted(stored_value(noted.value, dtype, decimal))}); declare "
+        f"{columns.verb('it', 'them')} in csv.schema as string to keep the values as written, or as {dtype} to keep "
+        "the numbers without this warning"
     )
 
 
@@ -710,10 +724,10 @@ def float32_warning(columns: Columns, noted: NotedValues, decimal: str = ".") ->
     return (
         f"{columns} {columns.verb('is', 'are')} stored as float32, which holds numbers of {FLOAT32_EXACT:,} or more "
         f"only to the nearest of its steps (2 and up): {columns.example}{_some(noted, 'change', 'changes')} by 1 or "
-        f"more (for example {noted.source}: {noted.value!r} is stored as "
-        f"{stored_value(noted.value, 'float32', decimal)!r}); declare {columns.verb('it', 'them')} in csv.schema as "
-        "string to keep the values as written (or int64 if they are integers), or as float32 to keep them rounded "
-        "without this warning"
+        f"more (for example {noted.source}: {quoted(noted.value)} is stored as "
+        f"{quoted(stored_value(noted.value, 'float32', decimal))}); declare {columns.verb('it', 'them')} in "
+        "csv.schema as string to keep the values as written (or int64 if they are integers), or as float32 to keep "
+        "them rounded without this warning"
     )
 
 
@@ -726,13 +740,14 @@ def other_decimal_warning(columns: Columns, noted: NotedValues, decimal: str, gr
     some = f"all {total} of its values are numbers" if whole else f"its values are numbers, {noted.count} of {total}"
     warning = (
         f"{columns} {columns.verb('is', 'are')} stored as strings, though {columns.example}{some} written with "
-        f"{other!r} before the fraction, which csv.decimal {decimal!r} reads as text (for example {noted.source}: "
-        f"{noted.value!r}): if the file writes its numbers so, set csv.decimal: {other!r} (or declare the "
-        f"{columns.verb('column', 'columns')} string in csv.schema to keep the text without this warning)"
+        f"{quoted(other)} before the fraction, which csv.decimal {quoted(decimal)} reads as text (for example "
+        f"{noted.source}: {quoted(noted.value)}): if the file writes its numbers so, set csv.decimal: "
+        f"{quoted(other)} (or declare the {columns.verb('column', 'columns')} string in csv.schema to keep the text "
+        "without this warning)"
     )
     if grouped_thousands:
         warning += (
-            f"; but each has 3 digits after its {other!r}, as thousands grouped with it have (1{other}234 for "
+            f"; but each has 3 digits after its {quoted(other)}, as thousands grouped with it have (1{other}234 for "
             "1234): if they are such, neither setting reads them as numbers, so write them without the grouping"
         )
     return warning
@@ -748,8 +763,8 @@ def stray_text_warning(columns: Columns, stray: NotedValues) -> str:
     )
     return (
         f"{columns} {columns.verb('is', 'are')} stored as strings: {columns.example}{some} (for example "
-        f"{stray.source}: {stray.value!r}); declare {columns.verb('it', 'them')} in csv.schema (float32 or int64) to "
-        f"make such rows dead letters, or string to keep {columns.verb('it as it is', 'them as they are')}"
+        f"{stray.source}: {quoted(stray.value)}); declare {columns.verb('it', 'them')} in csv.schema (float32 or "
+        f"int64) to make such rows dead letters, or string to keep {columns.verb('it as it is', 'them as they are')}"
     )
 
 
@@ -796,7 +811,7 @@ def encode_row(
     for name, value in zip(columns, row.values, strict=True):
         if name == label:
             if value == "":
-                return DeadLetter(row.source, "parse", f"no value in the label column {label!r}")
+                return DeadLetter(row.source, "parse", f"no value in the label column {quoted(label)}")
             found = schema[name]
             if found.classes is not None and found.dtype == "string":
                 features[name], label_name = found.class_ids[value], value
@@ -806,7 +821,7 @@ def encode_row(
         try:
             features[name] = parse_value(value, schema[name].dtype, decimal)
         except ValueError as e:
-            return DeadLetter(row.source, "parse", f"column {name!r}: {e}")
+            return DeadLetter(row.source, "parse", f"column {quoted(name)}: {e}")
         if name == label and schema[name].classes is not None:
             label_name = str(features[name])
     try:

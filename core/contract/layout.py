@@ -12,6 +12,7 @@
     manifest.json                        written last: its presence means the dataset is complete
     manifest.rejected.json               written instead by a run that must not be trusted
     .<name>.<random>.tmp                 a file being written under a fresh name, then renamed to <name>
+    .staging-<run>/                      everything a run writes until it commits (pipeline.folder_store)
 
 Every file a manifest names is a relative path of plain names inside the dataset's folder
 (`is_contained`): readers refuse a manifest naming `../x` or `/etc/passwd`.
@@ -31,6 +32,7 @@ TEMPORARY_SUFFIX = ".tmp"  # written, then renamed into place
 ERRORS_PREFIX = "errors"
 COPIES_PREFIX = "copies"
 SHARD_PARTS_FOLDER = ".shard-parts"  # transforms.shard_parts; gone once the shards are final
+STAGING_PREFIX = ".staging-"  # + the run's name (core.contract.versions.new_run)
 _TEMPORARY = re.compile(r"\.(.+)\.[A-Za-z0-9_]+" + re.escape(TEMPORARY_SUFFIX), re.DOTALL)
 _UNSAFE_CHARACTERS = re.compile(r"[\x00-\x1f\x7f\\]")
 
@@ -101,6 +103,9 @@ class ShardedFileTemplate:
 GZIP, UNCOMPRESSED = "GZIP", "NONE"  # a manifest's `compression`
 _RECORD_FILES = {GZIP: ShardedFileTemplate(".tfrecord.gz"), UNCOMPRESSED: ShardedFileTemplate(".tfrecord")}
 ERROR_FILES = ShardedFileTemplate(".jsonl")
+# The most a line of a report (ERROR_FILES) may hold, for its readers: a dead letter's source and
+# reason are a few kB at most (a path, and at most ten names or lines).
+REPORT_LINE_CHARS = 1 << 20
 INDEX_SUFFIX = ".idx"  # the index format NVIDIA DALI and the `tfrecord` package share
 INDEX_FOLDER = "index"  # below the dataset's folder: readers glob `train-*`, `*.tfrecord*` in it
 TFDS_METADATA_FILES = ("dataset_info.json", "features.json")  # beside uncompressed shards
@@ -128,29 +133,3 @@ def record_files(compression: str, file_format: str = TFRECORD) -> ShardedFileTe
 def index_file(shard: str) -> str:
     """The index of shard file `shard`, relative to the dataset's folder (as a manifest names it)."""
     return f"{INDEX_FOLDER}/{shard}{INDEX_SUFFIX}"
-
-
-def is_index_file(name: str) -> bool:
-    """True for the name of a shard's index file (`index_file`) relative to its index folder; an
-    index beside its shard (`<shard>.idx`) is a dataset file (`is_dataset_file`)."""
-    return name.endswith(INDEX_SUFFIX) and _is_shard(name.removesuffix(INDEX_SUFFIX))
-
-
-def _is_shard(name: str) -> bool:
-    return any(template.parse(name) is not None for template in (*_RECORD_FILES.values(), _ARRAY_RECORD_FILES))
-
-
-def is_dataset_file(name: str) -> bool:
-    """True for the names a conversion writes directly in its output folder."""
-    errors = ERROR_FILES.parse(name)
-    return (
-        _is_shard(name.removesuffix(INDEX_SUFFIX))
-        or (errors is not None and errors.prefix in (ERRORS_PREFIX, COPIES_PREFIX))
-        or name == MANIFEST_NAME
-        or is_reader_metadata(name)
-    )
-
-
-def is_reader_metadata(name: str) -> bool:
-    """True for the files written beside a dataset for other readers (TFDS)."""
-    return name in TFDS_METADATA_FILES or name.endswith(TFDS_LABELS_SUFFIX)

@@ -13,11 +13,14 @@ the trainer (tf.io.gfile) and tests (pathlib) share one reader.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import re
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+from core.contract import json_text
 from core.contract.layout import (
     FILE_FORMATS,
     GZIP,
@@ -39,6 +42,9 @@ OTHER_FILE_FORMAT_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)
 COMPRESSIONS = (GZIP, UNCOMPRESSED)
 SCHEMA_NAME = "manifest.schema.json"  # beside this module, in the wheel too (setup.py package_data)
+# The most a manifest may hold. The largest a run writes are a few tens of MB: three splits of
+# 99,999 indexed shards, 100,000 columns, a label map and label counts of a million classes.
+MAX_MANIFEST_CHARS = 256 << 20
 
 # Feature dtypes are TensorFlow dtype names, so a reader can call tf.as_dtype(dtype).
 DTYPES = ("string", "int64", "float32")
@@ -50,7 +56,7 @@ def json_schema() -> dict:
     """The JSON Schema (draft 2020-12) of manifest.json as this version writes it, so that a reader
     in any language, or a check, validates a manifest without this code. Read through
     importlib.resources: the same from a source tree, an installed wheel or a zip."""
-    return json.loads(resources.files(__package__).joinpath(SCHEMA_NAME).read_text(encoding="utf-8"))
+    return json_text.loads(resources.files(__package__).joinpath(SCHEMA_NAME).read_text(encoding="utf-8"), 1 << 20)
 
 
 class ManifestError(ValueError):
@@ -222,42 +228,196 @@ class Manifest:
 
     @classmethod
     def from_json(cls, text: str) -> Manifest:
+        """The manifest `text` holds, checked against manifest.schema.json before any of it is used
+        (reading_schema: older format versions, keys left out); ManifestError, one line naming
+        where it differs (a JSON path) and how, when it is not JSON, not a manifest, or another
+        shape than the schema's."""
         try:
-            body = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ManifestError(f"manifest is not valid JSON: {e}") from e
+            body = json_text.loads(text, MAX_MANIFEST_CHARS)
+        except json_text.NotJson as e:
+            raise ManifestError(f"manifest {e}") from e
         if not isinstance(body, dict) or body.get("format") != FORMAT:
-            raise ManifestError(
-                f"not a {FORMAT} manifest (format={body.get('format') if isinstance(body, dict) else None!r})"
-            )
-        if body.get("format_version") not in READABLE_VERSIONS:
-            raise ManifestError(
-                f"manifest format_version {body.get('format_version')!r}, this reader knows {READABLE_VERSIONS}"
-            )
-        try:
-            splits = {
-                n: SplitInfo(
-                    name=n,
-                    **{
-                        **s,
-                        "shards": tuple(s["shards"]),
-                        **{key: tuple(s.get(key, ())) for key in ("shard_lengths", "index_files")},
-                    },
-                )
-                for n, s in body["splits"].items()
-            }
-            features = {
-                n: FeatureSpec(name=n, **{**f, "shape": tuple(f["shape"])}) for n, f in body["features"].items()
-            }
-            fields = {f.name for f in dataclasses.fields(cls)} - {"splits", "features", "counts"}
-            rest = {k: body[k] for k in fields if k in body}
-            for key in ("label_map", "error_files", "copies_files", "rejected", "metadata_files", "warnings"):
-                if key in rest:
-                    rest[key] = tuple(rest[key])
-            rest["listing"] = Listing(**rest["listing"]) if rest.get("listing") else None
-            return cls(splits=splits, features=features, counts=Counts(**body["counts"]), **rest)
-        except (KeyError, TypeError) as e:
-            raise ManifestError(f"manifest is incomplete: {e!r}") from e
+            found = shown(body.get("format") if isinstance(body, dict) else body)
+            raise ManifestError(f"not a {FORMAT} manifest (format {found})")
+        version = body.get("format_version")
+        if type(version) is not int or version not in READABLE_VERSIONS:
+            raise ManifestError(f"manifest format_version {shown(version)}, this reader knows {READABLE_VERSIONS}")
+        defaults = _defaults(cls)
+        body = {key: value for key, value in body.items() if key not in defaults or not _is(value, defaults[key])}
+        # Formats 1 and 2 are format 3 without the keys it added (they read as their defaults).
+        found = schema_problem(body if version >= 3 else {**body, "format_version": FORMAT_VERSION})
+        if found is not None:
+            raise ManifestError(f"manifest is malformed: {found}")
+        splits = {
+            n: SplitInfo(name=n, **{key: tuple(v) if isinstance(v, list) else v for key, v in s.items()})
+            for n, s in body["splits"].items()
+        }
+        features = {
+            n: FeatureSpec(name=n, **{key: tuple(v) if isinstance(v, list) else v for key, v in f.items()})
+            for n, f in body["features"].items()
+        }
+        fields = {f.name for f in dataclasses.fields(cls)} - {"splits", "features", "counts"}
+        rest = {k: tuple(body[k]) if isinstance(body[k], list) else body[k] for k in fields if k in body}
+        if "listing" in rest:
+            rest["listing"] = Listing(**rest["listing"])
+        return cls(splits=splits, features=features, counts=Counts(**body["counts"]), **rest)
+
+
+def _defaults(cls) -> dict[str, Any]:
+    """The fields of a dataclass that a manifest may leave out, with the value each then reads as."""
+    return {
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    }
+
+
+def _is(value: Any, default: Any) -> bool:
+    """Whether a JSON value is a field's default (an empty list for an empty tuple), of its type."""
+    if isinstance(default, tuple):
+        return value == []
+    return type(value) is type(default) and value == default
+
+
+@functools.cache
+def reading_schema() -> dict:
+    """manifest.schema.json as a reader applies it. The schema describes what this version writes,
+    every key present; a reader also takes a manifest that leaves out a key its dataclass has a
+    default for, or holds it at that default (format_version 1 and 2 lack the keys later ones
+    added, and other writers leave out what is empty), as the schema's description says. Its
+    definitions are written out where they are used."""
+    schema = json_schema()
+    for part, cls in (
+        (schema, Manifest),
+        (schema["$defs"]["split"], SplitInfo),
+        (schema["$defs"]["feature"], FeatureSpec),
+        (schema["properties"]["counts"], Counts),
+        (schema["properties"]["listing"], Listing),
+    ):
+        part["required"] = [key for key in part["required"] if key not in _defaults(cls)]
+    return _inlined(schema, schema.pop("$defs"))
+
+
+def _inlined(node: Any, defs: dict) -> Any:
+    """`node` with each `{"$ref": "#/$defs/name"}` replaced by that definition: the same checks, made
+    without looking up a reference for every column of a manifest."""
+    if isinstance(node, list):
+        return [_inlined(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    found = {key: _inlined(value, defs) for key, value in node.items() if key != "$ref"}
+    if "$ref" in node:
+        return {**_inlined(defs[node["$ref"].removeprefix("#/$defs/")], defs), **found}
+    return found
+
+
+def _is_integer(_checker, value: Any) -> bool:
+    """An integer is a number written without a fraction (3, never 3.0, which JSON Schema counts as
+    one), as this package writes them and as its readers use them (counts, indexes, ranges)."""
+    return type(value) is int
+
+
+@functools.cache
+def _reading_validator():
+    """The jsonschema validator of reading_schema, built once a process (annotations, `format`
+    included, are not checked). jsonschema is imported here, when a manifest is first read, not
+    with this module: the commands' flags take its names, and a Python without the project's
+    packages is told so in one line (pipeline.missing_packages) before anything imports them."""
+    import jsonschema
+
+    validator = jsonschema.validators.extend(
+        jsonschema.Draft202012Validator,
+        type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+    )
+    return validator(reading_schema())
+
+
+def schema_problem(body: Any) -> str | None:
+    """Where a manifest's JSON value differs from reading_schema, as `problem` words it (the error
+    jsonschema's best_match picks), or None when it does not."""
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_reading_validator().iter_errors(body))
+    return None if error is None else problem(error)
+
+
+_TYPES = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "boolean": "a boolean",
+    "null": "null",
+    "integer": "an integer",
+    "number": "a number",
+}
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SHOWN = 60  # characters of a value or key a problem shows
+
+
+def problem(error) -> str:
+    """What `error` says, in one line: where in the manifest (a JSON path, `$.splits.train.shards[0]`)
+    and what is wrong there, describing the value (its kind, or a short scalar written as JSON)
+    rather than quoting it: a manifest may hold any text, control characters too."""
+    value, expected, keyword = error.instance, error.validator_value, error.validator
+    if keyword == "type":
+        wanted = [expected] if isinstance(expected, str) else expected
+        what = f"{kind(value)} where {' or '.join(_TYPES[name] for name in wanted)} belongs"
+    elif keyword == "required":
+        what = "lacks " + ", ".join(repr(key) for key in expected if key not in value)
+    elif keyword == "additionalProperties":
+        extra = next(key for key in value if key not in error.schema.get("properties", {}))
+        what = f"holds the key {shown(extra)}, which it may not"
+    elif keyword in ("const", "enum"):
+        options = [expected] if keyword == "const" else expected
+        what = f"{shown(value)} where {' or '.join(map(json.dumps, options))} belongs"
+    elif keyword == "pattern":
+        what = f"{shown(value)} is not a {error.schema.get('title') or 'value its pattern takes'}"
+    elif keyword in ("minimum", "maximum"):
+        what = f"{shown(value)} is {'less' if keyword == 'minimum' else 'more'} than {expected}"
+    elif keyword in ("minProperties", "minItems", "minLength") and not value:
+        what = "is empty"
+    else:
+        what = f"{shown(value)} is not what {keyword} {json.dumps(expected)} takes"
+    if "propertyNames" in error.absolute_schema_path:
+        what = f"key {what}"
+    return f"{json_path(error.absolute_path)}: {what}"
+
+
+def json_path(keys) -> str:
+    """`$.splits.train.shards[0]`, `$.features["a/b"]`: keys that are not plain names as JSON."""
+    parts = ["$"]
+    for key in keys:
+        if isinstance(key, int):
+            parts.append(f"[{key}]")
+        elif _NAME.fullmatch(key) and len(key) <= SHOWN:
+            parts.append(f".{key}")
+        else:
+            parts.append(f"[{shown(key)}]")
+    return "".join(parts)
+
+
+def kind(value: Any) -> str:
+    """What a JSON value is: `an object`, `a string`, ..."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    for name, python in (("object", dict), ("array", list), ("string", str), ("number", float)):
+        if isinstance(value, python):
+            return _TYPES[name]
+    return "null"
+
+
+def shown(value: Any) -> str:
+    """A scalar as JSON (escaped: no control characters) when it is short, else what it is."""
+    if isinstance(value, (dict, list)) or value is None:
+        return kind(value)
+    text = json.dumps(value)
+    if len(text) <= SHOWN:
+        return text
+    if isinstance(value, str):
+        return f"a string of {len(value):,} characters"
+    return f"{kind(value)} of {len(text):,} digits"
 
 
 def _check_contained(where: str, names) -> None:
@@ -272,9 +432,8 @@ def read_manifest(folder: str, read_text: Callable[[str], str | None]) -> Manife
     """The manifest of the dataset in `folder`. `read_text(path)` returns a file's text, or None
     when there is no such file. Raises ManifestRejectedError when the folder holds a rejected
     run, ManifestNotFoundError when it holds no run, or ManifestError naming the file."""
-    path = join(folder, MANIFEST_NAME)
-    text = read_text(path)
-    if text is None:
+    manifest = read_committed_manifest(folder, read_text)
+    if manifest is None:
         rejected = read_rejected_manifest(folder, read_text)
         if rejected is not None:
             raise ManifestRejectedError(
@@ -282,8 +441,23 @@ def read_manifest(folder: str, read_text: Callable[[str], str | None]) -> Manife
                 + "; ".join(rejected.rejected),
                 rejected,
             )
-        raise ManifestNotFoundError(f"{path} not found: not a converted dataset, or its conversion did not finish")
-    return _parse(path, text)
+        raise ManifestNotFoundError(
+            f"{join(folder, MANIFEST_NAME)} not found: not a converted dataset, or its conversion did not finish"
+        )
+    return manifest
+
+
+def read_committed_manifest(folder: str, read_text: Callable[[str], str | None]) -> Manifest | None:
+    """The manifest.json of `folder`, None when it has none (whatever else it holds: for a writer
+    deciding what a folder holds); ManifestError naming the file when it cannot be read."""
+    return read_manifest_file(join(folder, MANIFEST_NAME), read_text)
+
+
+def read_manifest_file(path: str, read_text: Callable[[str], str | None]) -> Manifest | None:
+    """The manifest in the file at `path` (a run's staging folder keeps copies under other names),
+    None when there is no such file; ManifestError naming the file when it cannot be read."""
+    text = read_text(path)
+    return None if text is None else _parse(path, text)
 
 
 def read_rejected_manifest(folder: str, read_text: Callable[[str], str | None]) -> Manifest | None:
@@ -297,4 +471,6 @@ def _parse(path: str, text: str) -> Manifest:
     try:
         return Manifest.from_json(text)
     except ManifestError as e:
-        raise ManifestError(f"{path}: {e}") from e
+        raise ManifestError(
+            f"{path}: {e} (damaged, or not written by tfrecord-pipeline: convert the data again)"
+        ) from e

@@ -1,16 +1,7 @@
-"""Versioned datasets: `ROOT/<version>/` folders and the `ROOT/LATEST` pointer that names the
-newest complete one (written by `python -m pipeline refresh`: pipeline.version_store).
-
-Readers call `resolve_dataset(path, read_text)` with either a dataset folder or such a ROOT and
-get the dataset folder to read:
-
-    resolve_dataset(data, trainer.manifest_io.read_text)     # tf.io.gfile
-    resolve_dataset(root, core.storage.read_text)        # Beam FileSystems
-
-`read_text(path)` returns the text of a file, and either returns None or raises a "not found"
-error (FileNotFoundError, tf.errors.NotFoundError, google.api_core NotFound, ...) when the file
-does not exist; any other error is passed on, so an unreadable pointer is never taken for "no
-pointer".
+"""Versioned datasets: the names of `ROOT/<version>/` folders and of runs, and what the `ROOT/LATEST`
+pointer holds: the name of the newest complete version (written by `python -m pipeline refresh`:
+pipeline.version_store). Whether a folder is such a ROOT, and which version it publishes, is
+core.contract.folders' to decide (readers follow LATEST through it).
 """
 
 from __future__ import annotations
@@ -18,16 +9,15 @@ from __future__ import annotations
 import datetime
 import re
 import secrets
-from collections.abc import Callable, Iterable
-
-from core.contract.layout import join
+from collections.abc import Iterable
 
 LATEST_NAME = "LATEST"
 # Sortable UTC timestamps to the microsecond (so two runs never pick the same name): the lexical
 # order of version names is their age order. Names to the second, from before, are still versions.
 VERSION_FORMAT = "%Y%m%dT%H%M%S%fZ"
 _SECONDS_FORMAT = "%Y%m%dT%H%M%SZ"
-_VERSION = re.compile(r"^\d{8}T\d{6}(\d{6})?Z$")
+_VERSION = re.compile(r"\d{8}T\d{6}(\d{6})?Z")
+_RUN = re.compile(r"(\d{8}T\d{12}Z)-[0-9a-f]{8}")  # new_run's names
 
 
 class LatestPointerError(ValueError):
@@ -63,12 +53,45 @@ def new_run(now: datetime.datetime | None = None) -> str:
 
 
 def is_version(name: str) -> bool:
-    return bool(_VERSION.match(name))
+    """Whether `name` is a version's: a UTC timestamp as new_version writes it (or to the second,
+    as earlier releases did) that is a time. A name of that shape that is no time
+    (`20250230T000000Z`, February 30) is no version (named_like_a_version)."""
+    return named_like_a_version(name) and _time(name) is not None
+
+
+def named_like_a_version(name: str) -> bool:
+    """Whether `name` has a version's shape, a time or not."""
+    return bool(_VERSION.fullmatch(name))
+
+
+def is_run(name: str) -> bool:
+    """Whether `name` is a run's, as new_run makes them: a version to the microsecond, a `-` and
+    eight hex digits (a name nothing but a run makes, which its staging folder carries)."""
+    match = _RUN.fullmatch(name)
+    return bool(match) and is_version(match.group(1))
+
+
+def is_run_version(name: str) -> bool:
+    """Whether `name` is a version named to the microsecond, as a refresh names the folder it makes
+    (next_version): a name nothing but a run makes. Versions to the second are earlier releases'."""
+    return is_version(name) and len(name) == len(new_version(datetime.datetime(2000, 1, 1)))
 
 
 def version_time(name: str) -> datetime.datetime:
+    """The time a version's name says (is_version); ValueError for any other name."""
+    when = _time(name) if named_like_a_version(name) else None
+    if when is None:
+        raise ValueError(f"{name!r} is no version's name (a UTC time as {VERSION_FORMAT} writes it)")
+    return when
+
+
+def _time(name: str) -> datetime.datetime | None:
+    """The time a name of a version's shape says; None when it is no time."""
     layout = VERSION_FORMAT if len(name) > len("20250301T020000Z") else _SECONDS_FORMAT
-    return datetime.datetime.strptime(name, layout).replace(tzinfo=datetime.timezone.utc)
+    try:
+        return datetime.datetime.strptime(name, layout).replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
 
 
 def parse_pointer(text: str, where: str = LATEST_NAME) -> str:
@@ -77,33 +100,3 @@ def parse_pointer(text: str, where: str = LATEST_NAME) -> str:
     if not name or "/" in name or "\\" in name or name in (".", "..") or "\n" in name:
         raise LatestPointerError(f"{where} must hold the name of one version folder below its root, got {text!r}")
     return name
-
-
-def _is_not_found(error: BaseException) -> bool:
-    if isinstance(error, FileNotFoundError):
-        return True
-    # tf.errors.NotFoundError, google.api_core.exceptions.NotFound, Beam's wrappers of either.
-    names = {cls.__name__ for cls in type(error).__mro__}
-    if names & {"NotFoundError", "NotFound"}:
-        return True
-    causes = getattr(error, "exception_details", None) or {}
-    return bool(causes) and all(_is_not_found(e) for e in causes.values() if isinstance(e, BaseException))
-
-
-def read_pointer(root: str, read_text: Callable[[str], str | None]) -> str | None:
-    """The version ROOT/LATEST names, or None when ROOT has no LATEST."""
-    path = join(root, LATEST_NAME)
-    try:
-        text = read_text(path)
-    except Exception as e:  # re-raised unless it means "missing"
-        if _is_not_found(e):
-            return None
-        raise
-    return None if text is None else parse_pointer(text, path)
-
-
-def resolve_dataset(path: str, read_text: Callable[[str], str | None]) -> str:
-    """The dataset folder to read: `path/<version>` when `path` is a ROOT whose LATEST names a
-    version, else `path` itself (a dataset folder, checked by whoever reads its manifest)."""
-    version = read_pointer(path, read_text)
-    return path if version is None else join(path, version)

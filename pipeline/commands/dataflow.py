@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 
+from core.shown import show
 from pipeline.dataflow.flex_template import TemplateError, template_metadata
 from pipeline.dataflow.launch_flags import beam_flags, gcloud_flags, launch_body
 from pipeline.dataflow.settings import DEFAULT_CONFIG, SettingsError, load_settings, lookup
@@ -51,17 +52,18 @@ def _text(value) -> str:
 
 
 def _print(args: argparse.Namespace) -> None:
+    """Prints what `args.what` asks for, a line per flag or value (JSON: its lines, which hold no
+    line break within a string)."""
     if args.what == "metadata":
-        print(json.dumps(template_metadata(args.keys[0] if args.keys else "convert"), indent=2))
+        show(*json.dumps(template_metadata(args.keys[0] if args.keys else "convert"), indent=2).splitlines())
         return
     settings = load_settings(args.config, assignments=args.set)
     if args.what == "beam-flags":
-        print("\n".join(beam_flags(settings["job"])))
+        show(*beam_flags(settings["job"]))
     elif args.what == "gcloud-flags":
-        print("\n".join(gcloud_flags(settings["job"])))
+        show(*gcloud_flags(settings["job"]))
     elif args.what == "get":
-        for path in args.keys:
-            print(_text(lookup(settings, path)))
+        show(*(_text(lookup(settings, path)) for path in args.keys))
     else:
         if not args.spec or not args.job_name:
             raise SettingsError("launch-body needs --spec and --job-name")
@@ -70,7 +72,7 @@ def _print(args: argparse.Namespace) -> None:
         if malformed:
             raise SettingsError(f"--param takes NAME=VALUE, got {malformed[0]!r}")
         parameters.update(dict(assignment.split("=", 1) for assignment in args.param))
-        print(json.dumps(launch_body(settings, args.spec, args.job_name, parameters), indent=2))
+        show(*json.dumps(launch_body(settings, args.spec, args.job_name, parameters), indent=2).splitlines())
 
 
 def main(argv: list[str]) -> int:
@@ -78,6 +80,6 @@ def main(argv: list[str]) -> int:
     try:
         _print(args)
     except (SettingsError, TemplateError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        show(f"error: {e}", file=sys.stderr)
         return 2
     return 0

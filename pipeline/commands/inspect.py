@@ -7,7 +7,10 @@ problem, naming its shard and record; `--contact_sheet` draws sample images (pip
 
 DEST may be a refresh ROOT: inspect follows ROOT/LATEST to the version it names, as the trainer
 does. A folder holding only manifest.rejected.json (a run that must not be trusted) is shown as
-REJECTED with its reasons and exits 1; --verify refuses it in one line and exits 1.
+REJECTED with its reasons and exits 1; --verify refuses it in one line and exits 1. Every file is
+read as a regular file inside DEST (core.local_files.open_regular): a FIFO, a device, or a link out
+of DEST (a version folder's included) is refused in one line, or, among the shards and reports,
+named as a problem.
 """
 
 from __future__ import annotations
@@ -17,13 +20,16 @@ import os
 import sys
 
 from core import storage
+from core.contract.folders import FolderKindError, dataset_folder
 from core.contract.layout import ARRAY_RECORD
 from core.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
 from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
-from core.contract.versions import LatestPointerError, resolve_dataset
+from core.contract.versions import LatestPointerError
+from core.local_files import LeadsOutside, NotARegularFile
+from core.shown import show
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
 from pipeline.flags import DEBUG_HELP, OneLineParser, command_name
-from pipeline.report import dataset_summary, errors_text, rejected_summary
+from pipeline.report import dataset_summary, error_lines, rejected_summary
 from pipeline.verify import unlisted_warnings, verify
 
 MAX_PROBLEMS_SHOWN = 50
@@ -58,18 +64,17 @@ def _verify(dest: str, manifest: Manifest) -> int:
     result = verify(dest, manifest)
     total = sum(result.records.values())
     if result.problems:
-        print(
+        show(
             f"VERIFY FAILED: {len(result.problems)} problem(s) "
-            f"({total} record(s) read from {len(result.shard_records)} shard(s)):"
+            f"({total} record(s) read from {len(result.shard_records)} shard(s)):",
+            *(f"  {line}" for line in result.problems[:MAX_PROBLEMS_SHOWN]),
         )
-        for line in result.problems[:MAX_PROBLEMS_SHOWN]:
-            print(f"  {line}")
         if len(result.problems) > MAX_PROBLEMS_SHOWN:
-            print(f"  ... and {len(result.problems) - MAX_PROBLEMS_SHOWN} more")
+            show(f"  ... and {len(result.problems) - MAX_PROBLEMS_SHOWN} more")
         return 1
     checked = "hash-checked" if manifest.file_format == ARRAY_RECORD else "CRC-checked"  # chunks or records
     what = f"{checked}, parsed and decoded" if manifest.is_image_dataset else f"{checked} and parsed"
-    print(
+    show(
         f"verify OK: {total} record(s) in {len(result.shard_records)} shard(s) read, {what}; counts match the manifest"
     )
     return 0
@@ -78,9 +83,9 @@ def _verify(dest: str, manifest: Manifest) -> int:
 def _resolve(path: str) -> str:
     """The folder to inspect: `path`, or the version its LATEST names when `path` is a refresh
     root, so inspect reads the dataset the trainer would read from the same path."""
-    folder = resolve_dataset(path, storage.read_text)
+    folder = dataset_folder(path, storage.text_reader(path), storage.children)
     if folder != path:
-        print(f"{path.rstrip('/')}/LATEST names version {storage.basename(folder)}: inspecting {folder}")
+        show(f"{path.rstrip('/')}/LATEST names version {storage.basename(folder)}: inspecting {folder}")
     return folder
 
 
@@ -89,46 +94,42 @@ def _rejected(folder: str, manifest: Manifest, args: argparse.Namespace) -> int:
     was rejected with its counts and first errors. Exits 1 either way, as the run itself did."""
     if args.verify:
         reasons = "; ".join(" ".join(r.split()) for r in manifest.rejected) or "no reason recorded"
-        print(f"VERIFY REFUSED: {folder} holds a rejected run, not a dataset: {reasons}")
+        show(f"VERIFY REFUSED: {folder} holds a rejected run, not a dataset: {reasons}")
         return 1
-    print(rejected_summary(folder, manifest))
-    text = errors_text(folder, manifest)
-    if text:
-        print(text)
+    show(*rejected_summary(folder, manifest), *error_lines(folder, manifest))
     if args.contact_sheet:
-        print(f"contact sheet: not drawn, {folder} holds a rejected run")
+        show(f"contact sheet: not drawn, {folder} holds a rejected run")
     return 1
 
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.samples <= 0:
-        print("error: --samples must be positive", file=sys.stderr)
+        show("error: --samples must be positive", file=sys.stderr)
         return 2
     if args.verify or args.contact_sheet:
         try:  # before anything is read: without TensorFlow, one line naming the extra (exit 2)
             import_tensorflow("inspect --verify" if args.verify else "inspect --contact_sheet")
         except TensorFlowMissingError as e:
-            print(f"error: {e}", file=sys.stderr)
+            show(f"error: {e}", file=sys.stderr)
             return 2
     try:
         folder = _resolve(args.dest)
-        manifest = read_manifest(folder, storage.read_text)
-        print(dataset_summary(folder, manifest))
-        for warning in unlisted_warnings(folder, manifest):
-            print(f"  warning: {warning}")
-        text = errors_text(folder, manifest)
-        if text:
-            print(text)
+        manifest = read_manifest(folder, storage.text_reader(args.dest))
+        show(
+            *dataset_summary(folder, manifest),
+            *(f"  warning: {warning}" for warning in unlisted_warnings(folder, manifest)),
+            *error_lines(folder, manifest),
+        )
         status = _verify(folder, manifest) if args.verify else 0
         if args.contact_sheet:
             tiles = write_contact_sheet(folder, manifest, args.contact_sheet, args.samples)
             columns, rows = grid_shape(tiles)
-            print(f"contact sheet: {args.contact_sheet} ({tiles} image(s), {columns}x{rows} grid)")
+            show(f"contact sheet: {args.contact_sheet} ({tiles} image(s), {columns}x{rows} grid)")
         return status
     except ManifestRejectedError as e:
         return _rejected(folder, e.manifest, args)
-    except (ManifestError, LatestPointerError, ContactSheetError) as e:
+    except (ManifestError, LatestPointerError, FolderKindError, ContactSheetError, NotARegularFile, LeadsOutside) as e:
         missing = not storage.is_remote(args.dest) and not os.path.exists(args.dest)
-        print(f"error: {args.dest} does not exist" if missing else f"error: {e}", file=sys.stderr)
+        show(f"error: {args.dest} does not exist" if missing else f"error: {e}", file=sys.stderr)
         return 2

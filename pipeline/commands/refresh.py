@@ -17,7 +17,7 @@ A run that crashes or is interrupted never reaches that step, so LATEST never mo
 failures the refresh deletes its version folder (keeping only the error report and rejected
 manifest, when there are). A refresh that made a version it could not publish never exits 0.
 One refresh per ROOT at a time (ROOT/.lease: pipeline.lease); it deletes version folders left
-without any manifest by runs that died. Splits do not move between
+without any manifest by runs that died, also when the input is unchanged. Splits do not move between
 versions: a source's split is a hash of its path below SRC (transforms.splits), whatever else was
 added. Nor do label ids: a new version keeps the previous one's, new labels after them
 (transforms.label_column.kept_ids).
@@ -38,14 +38,23 @@ from core import storage
 from core.contract.layout import join
 from core.contract.manifest import Manifest, ManifestError, read_manifest
 from core.contract.versions import LatestPointerError, new_run, next_version
+from core.shown import show
 from pipeline.build import converting_processes
 from pipeline.config import Config, ConfigError, load_config, to_dict
+from pipeline.ending import saying_what_dest_holds, version_outcome
 from pipeline.flags import REFRESH_FLAGS, command_name, config_overrides, make_parser, parse_command_line
 from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.lease import Fence, Lease, LeaseHeldError
 from pipeline.listing_digest import same_method
 from pipeline.planning import Plan, PlanError, make_plan
-from pipeline.preflight import PreflightError, check_input, check_other_refresh_files, check_output, take_lease
+from pipeline.preflight import (
+    PreflightError,
+    check_folder_kind,
+    check_input,
+    check_other_refresh_files,
+    check_output,
+    take_lease,
+)
 from pipeline.report import rejection_report, run_summary
 from pipeline.runners import (
     UnsafeOptionError,
@@ -89,14 +98,21 @@ def _settings(options: dict) -> str:
 
 
 def previous_manifest(root: str, version: str | None) -> Manifest | None:
-    """The manifest of the version LATEST names; None when there is none, or it cannot be read."""
+    """The manifest of the version LATEST names; None when LATEST names none. One that cannot be
+    read (missing, damaged, malformed) stops the refresh (LatestPointerError, exit 2): a new
+    version keeps the label ids of the previous one, so that a model trained on it reads the new
+    records with the right classes, and one made without them could renumber every class with
+    nobody watching a scheduled refresh's log. The readers that follow LATEST refuse that version
+    too; the fix is the user's: point LATEST at a version that reads, or remove it."""
     if version is None:
         return None
     try:
-        return read_manifest(join(root, version), storage.read_text)
-    except ManifestError as e:  # missing or unreadable: LATEST names a version we cannot compare with
-        _LOG.warning("cannot use the manifest of the version LATEST names (%s): refreshing", e)
-        return None
+        return read_manifest(join(root, version), storage.text_reader(root))
+    except ManifestError as e:
+        raise LatestPointerError(
+            f"{root}/LATEST names version {version}, whose label ids a refresh keeps, but {e}; or point LATEST at "
+            f"a version that reads (echo VERSION > {root}/LATEST), or remove {root}/LATEST to start afresh"
+        ) from e
 
 
 def unchanged_since(root: str, version: str, previous: Manifest, plan: Plan, config: Config) -> str | None:
@@ -110,7 +126,7 @@ def unchanged_since(root: str, version: str, previous: Manifest, plan: Plan, con
         return None
     if previous.listing is None or previous.listing.fingerprint != plan.listing.fingerprint:
         return None
-    if _settings(previous.options) != _settings(json.loads(json.dumps(to_dict(config), default=str))):
+    if _settings(previous.options) != _settings(to_dict(config)):
         _LOG.info("the input is unchanged but the settings differ from version %s: refreshing", version)
         return None
     return (
@@ -159,23 +175,22 @@ def _run(
         manifest = run_job(plan, config, beam_args, publication)
     except RunFailedError as e:
         if e.rejected:
-            print(rejection_report(publication.folder, e.rejected))
-        else:
-            _LOG.error("%s", "; ".join(e.reasons()))
-        _LOG.error("refresh failed; %s/LATEST still names %s", root, previous or "nothing")
+            show(*rejection_report(publication.folder, e.rejected))
+        outcome = version_outcome(root, publication.run, previous)
+        _LOG.error("%s", outcome.line("" if e.rejected else "; ".join(e.reasons()), publication.run))
         return EXIT_REJECTED if e.rejected else EXIT_FAILED
     if manifest is None:
-        print(
+        show(
             f"Refresh job staged: it converts into {plan.output} and, if the run passes its checks, "
             f"points {root}/LATEST at {publication.version}"
         )
         return 0
-    print(run_summary(manifest, plan.output, time.monotonic() - started))
+    show(*run_summary(manifest, plan.output, time.monotonic() - started))
     latest = latest_version(root)
     if latest != publication.version:
         _LOG.error("%s/LATEST names %s, not this run's %s: version not published", root, latest, publication.version)
         return EXIT_FAILED
-    print(f"Published version {publication.version}: {root}/LATEST -> {publication.version}")
+    show(f"Published version {publication.version}: {root}/LATEST -> {publication.version}")
     return 0
 
 
@@ -193,6 +208,7 @@ def main(argv: list[str]) -> int:
         source = storage.absolute(config.input_uri)
         check_input(config, source)
         check_output(config.kind, source, root)
+        published = check_folder_kind("refresh", root).latest  # what an interrupted run says LATEST still names
         check_other_refresh_files(root, config.allow_other_files)
         unattended = stages_only(PipelineOptions(beam_args))  # the job runs later, without this process
         lease = Lease(root, run, config.lease_seconds)
@@ -201,7 +217,7 @@ def main(argv: list[str]) -> int:
     except (ConfigError, LeaseHeldError, UnsafeOptionError, PreflightError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED
-    with lease:
+    with lease, saying_what_dest_holds(lambda: version_outcome(root, run, published), run):
         return _refresh(beam_args, config, root, run, args.keep, unattended, lease)
 
 
@@ -217,15 +233,16 @@ def _refresh(
         plan = make_plan(
             config, hand_over=runs_here(beam_args), local_files=reads_local_files(PipelineOptions(beam_args))
         )
+        if lease.held:  # under the lease no run writes but this one: what has no manifest, a dead run left
+            with Fence(root, run) as fence:
+                remove_unfinished_versions(root, fence)
         manifest = previous_manifest(root, previous)
         message = unchanged_since(root, previous, manifest, plan, config) if manifest else None
         if message:
-            print(message)
+            show(message)
             if stages_only(pipeline_options(beam_args)):
                 _stage_unchanged_job(beam_args, message)
             return 0
-        with Fence(root, run, unattended) as fence:
-            remove_unfinished_versions(root, fence)
         publication.prepare()
         plan = with_previous_ids(plan, manifest)
     except (PlanError, LatestPointerError, OSError) as e:

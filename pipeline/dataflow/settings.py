@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from core.local_files import NotYaml, load_yaml, parse_yaml
+from core.shown import quoted
 from pipeline.dataflow.launch_flags import JOB_KEYS
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -74,7 +75,7 @@ def _apply_assignment(raw: dict, assignment: str) -> None:
     path, sep, text = assignment.partition("=")
     section, dot, key = path.partition(".")
     if not sep or not dot:
-        raise SettingsError(f"--set expects SECTION.KEY=VALUE, got {assignment!r}")
+        raise SettingsError(f"--set expects SECTION.KEY=VALUE, got {quoted(assignment)}")
     try:
         raw.setdefault(section, {})[key] = parse_yaml(text) if text else ""
     except NotYaml as e:
@@ -85,7 +86,9 @@ def _check_keys(path: str | os.PathLike, settings: Mapping[str, Mapping[str, Any
     for section, values in settings.items():
         bad = set(values) - SECTIONS[section]
         if bad:
-            raise SettingsError(f"{path}: {section}: unknown key(s) {sorted(bad)}; known: {sorted(SECTIONS[section])}")
+            raise SettingsError(
+                f"{path}: {section}: unknown key(s) {quoted(sorted(bad))}; known: {sorted(SECTIONS[section])}"
+            )
 
 
 def _check_job(job: dict[str, Any]) -> None:
@@ -96,7 +99,7 @@ def _check_job(job: dict[str, Any]) -> None:
             try:
                 job[key] = int(job[key])
             except (TypeError, ValueError) as e:
-                raise SettingsError(f"job.{key} must be an integer, got {job[key]!r}") from e
+                raise SettingsError(f"job.{key} must be an integer, got {quoted(job[key])}") from e
     setup_file = job.get("setup_file")
     if setup_file and not os.path.isabs(setup_file):  # relative to the repository, not the caller's folder
         job["setup_file"] = str(REPO_ROOT / setup_file)
@@ -142,7 +145,7 @@ def load_settings(
         _apply_assignment(raw, assignment)
     unknown = set(raw) - set(SECTIONS)
     if unknown:
-        raise SettingsError(f"{path}: unknown section(s) {sorted(unknown)}; known: {sorted(SECTIONS)}")
+        raise SettingsError(f"{path}: unknown section(s) {quoted(sorted(unknown))}; known: {sorted(SECTIONS)}")
     missing: set[str] = set()
     environ = os.environ if environ is None else environ
     settings = {section: expand(dict(raw.get(section) or {}), environ, missing) for section in SECTIONS}
@@ -162,5 +165,5 @@ def lookup(settings: Mapping[str, Mapping[str, Any]], path: str) -> Any:
     """The value of `SECTION.KEY` ("" when unset)."""
     section, _, key = path.partition(".")
     if key not in SECTIONS.get(section, ()):
-        raise SettingsError(f"no setting {path!r}")
+        raise SettingsError(f"no setting {quoted(path)}")
     return settings[section].get(key, "")

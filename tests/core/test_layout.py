@@ -10,16 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.contract.layout import (
-    ERROR_FILES,
     GZIP,
-    INDEX_SUFFIX,
-    MANIFEST_NAME,
-    REJECTED_MANIFEST_NAME,
-    TFDS_METADATA_FILES,
     UNCOMPRESSED,
     ShardName,
     is_contained,
-    is_dataset_file,
     join,
     record_files,
     temporary_name,
@@ -61,28 +55,6 @@ def test_uncompressed_shards_end_in_tfrecord_and_are_told_apart_from_gzip_ones()
         record_files("ZLIB")
 
 
-def test_the_dataset_files_are_recognised_and_nothing_else():
-    written = [
-        RECORD_FILES.name("train", 0, 2),
-        record_files(UNCOMPRESSED).name("train", 0, 2),
-        record_files(UNCOMPRESSED).name("train", 0, 2) + INDEX_SUFFIX,
-        ERROR_FILES.name("errors", 0, 1),
-        ERROR_FILES.name("copies", 0, 1),
-        MANIFEST_NAME,
-        *TFDS_METADATA_FILES,
-    ]
-    assert all(is_dataset_file(name) for name in written)
-    others = [
-        REJECTED_MANIFEST_NAME,
-        "notes.txt",
-        ERROR_FILES.name("train", 0, 1),
-        "LATEST",
-        "train.tfrecord.gz",
-        "notes.idx",
-    ]
-    assert not any(is_dataset_file(name) for name in others)
-
-
 def test_join_works_for_local_folders_and_gcs_prefixes():
     assert join("/data/set/", "x") == "/data/set/x"
     assert join("gs://bucket/set", "x") == "gs://bucket/set/x"
@@ -99,7 +71,6 @@ def test_the_job_writes_the_names_the_template_formats(tmp_path):
 def test_a_temporary_name_is_hidden_and_stands_for_its_file(name, token):
     temporary = temporary_name(name, token)
     assert temporary.startswith(".") and temporary_of(temporary) == name
-    assert not is_dataset_file(temporary)
 
 
 _PART = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)

@@ -31,25 +31,25 @@ def test_gzip_shards_show_serialized_and_on_disk_sizes(tmp_path):
     m = manifest("GZIP")
     write_shards(tmp_path, m, 500_000)
     assert bytes_on_disk(str(tmp_path), m) == {"train": 1_000_000, "validation": 500_000}
-    text = dataset_summary(str(tmp_path), m)
+    text = "\n".join(dataset_summary(str(tmp_path), m))
     assert "  split          records  shards  MB serialized  MB on disk (GZIP)" in text
     assert "  train                3       2            3.0                1.0" in text
     assert "  total                4       3            4.0                1.5" in text
-    summary = run_summary(m, str(tmp_path), 1.0)
+    summary = "\n".join(run_summary(m, str(tmp_path), 1.0))
     assert "3.0 MB serialized, 1.0 MB on disk (GZIP)" in summary
 
 
 def test_uncompressed_shards_say_so(tmp_path):
     m = manifest("NONE")
     write_shards(tmp_path, m, 1_000_000)
-    assert "MB on disk (uncompressed)" in dataset_summary(str(tmp_path), m)
-    assert "1.0 MB serialized, 1.0 MB on disk (uncompressed)" in run_summary(m, str(tmp_path), 1.0)
+    assert "MB on disk (uncompressed)" in "\n".join(dataset_summary(str(tmp_path), m))
+    assert "1.0 MB serialized, 1.0 MB on disk (uncompressed)" in "\n".join(run_summary(m, str(tmp_path), 1.0))
 
 
 def test_without_the_shards_only_the_serialized_size_is_shown(tmp_path):
     m = manifest("GZIP")  # e.g. a rejected run, whose shards are deleted
     assert bytes_on_disk(str(tmp_path), m) is None
     assert bytes_on_disk(str(tmp_path / "missing"), m) is None
-    text = dataset_summary(str(tmp_path), m)
+    text = "\n".join(dataset_summary(str(tmp_path), m))
     assert "MB serialized" in text and "on disk" not in text
-    assert "on disk" not in run_summary(m, str(tmp_path), 1.0)
+    assert "on disk" not in "\n".join(run_summary(m, str(tmp_path), 1.0))

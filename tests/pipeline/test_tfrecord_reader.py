@@ -33,7 +33,7 @@ def write_with_tensorflow(path, compression):
 @pytest.mark.parametrize("compression", ["GZIP", "NONE"])
 def test_every_payload_comes_back_at_its_offset(tmp_path, compression):
     path = write_with_tensorflow(tmp_path / "shard", compression)
-    offsets, payloads = zip(*read_framed_records(path, compression), strict=True)
+    offsets, payloads = zip(*read_framed_records(path, compression, inside=None), strict=True)
     assert list(payloads) == PAYLOADS
     framed_sizes = [len(p) + FRAMING_BYTES for p in PAYLOADS]
     assert list(offsets) == [sum(framed_sizes[:i]) for i in range(len(PAYLOADS))]
@@ -50,7 +50,7 @@ def test_a_file_cut_anywhere_names_the_record_it_breaks_in(tmp_path):
         cut.write_bytes(whole[:size])
         broken = next(i for i, end in enumerate(ends) if size < end)
         with pytest.raises(RecordError, match="truncated") as e:
-            list(read_framed_records(str(cut), "NONE"))
+            list(read_framed_records(str(cut), "NONE", inside=None))
         assert e.value.record == broken, size
 
 
@@ -75,7 +75,7 @@ CUTS = [5, RECORD_ENDS[1], RECORD_ENDS[2] + 30, RECORD_ENDS[2] + 31, RECORD_ENDS
 
 def test_gzip_members_may_end_anywhere_in_a_record(tmp_path):
     path, _ = gzip_members(tmp_path, CUTS)
-    offsets, payloads = zip(*read_framed_records(path, "GZIP"), strict=True)
+    offsets, payloads = zip(*read_framed_records(path, "GZIP", inside=None), strict=True)
     assert list(payloads) == PAYLOADS
     assert list(offsets) == [0, *RECORD_ENDS[:-1]]
 
@@ -91,10 +91,10 @@ def test_a_gzip_file_cut_anywhere_is_refused_or_ends_at_a_record(tmp_path):
         members = sum(end <= size for end in member_ends)  # whole members left
         kept = framed_ends[members - 1] if members else 0
         if size in member_ends and kept in RECORD_ENDS:  # a shorter, valid file
-            assert list(read_records(str(cut), "GZIP")) == PAYLOADS[: RECORD_ENDS.index(kept) + 1], size
+            assert list(read_records(str(cut), "GZIP", inside=None)) == PAYLOADS[: RECORD_ENDS.index(kept) + 1], size
             continue
         with pytest.raises(RecordError, match="truncated|ends early") as e:
-            list(read_records(str(cut), "GZIP"))
+            list(read_records(str(cut), "GZIP", inside=None))
         # The record being read where the readable bytes end: after the whole members, and at most
         # the rest of the member cut short (whose bytes may come out before its end is missed).
         first = sum(end <= kept for end in RECORD_ENDS)
@@ -112,7 +112,7 @@ def test_corrupt_gzip_data_is_refused(tmp_path, where):
     broken.write_bytes(bytes(data))
     read = []
     with pytest.raises(RecordError) as e:
-        read.extend(read_records(str(broken), "GZIP"))
+        read.extend(read_records(str(broken), "GZIP", inside=None))
     # Every record read before the error is whole; the error names the first record the corrupt
     # member breaks: the one it ends, the last, or one after it (flipped deflated bits can read as
     # more bytes).

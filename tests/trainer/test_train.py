@@ -243,10 +243,10 @@ def test_incomplete_manifest(image_dataset, tmp_path, capsys):
     manifest = json.loads((data / "manifest.json").read_text())
     del manifest["splits"]
     (data / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(IncompleteManifestError, match="incomplete"):
+    with pytest.raises(IncompleteManifestError, match=r"manifest is malformed: \$: lacks 'splits'"):
         train.plan_job(args("--data", data, "--model_dir", tmp_path / "m"))
     code, line = run_cli(capsys, "--data", data, "--model_dir", tmp_path / "m")
-    assert code == 2 and "manifest is incomplete" in line and "splits" in line
+    assert code == 2 and "manifest is malformed: $: lacks 'splits'" in line
 
     manifest = json.loads((image_dataset / "manifest.json").read_text())
     del manifest["image_keys"]["encoded"]

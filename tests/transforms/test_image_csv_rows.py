@@ -15,7 +15,7 @@ from pipeline.config import ConfigError, load_config
 from tests.image_csv_outcomes import parse_image_csv
 from transforms.csv_records import CSV_DELIMITER_LIMIT
 from transforms.outcomes import DeadLetter, Source
-from transforms.sources import Roots, check_images_exist, not_utf8
+from transforms.sources import CsvRow, Roots, check_images_exist, not_text, resolve_duplicates
 from transforms.splits import assign_split
 
 FRACTIONS = (("train", 0.8), ("validation", 0.2))
@@ -75,6 +75,73 @@ def test_the_same_uri_with_another_label_or_split_is_a_conflict_and_never_a_reco
     assert "line 5" in out[2].reason and "'validation'" in out[2].reason
     assert "line 4" in out[3].reason
     assert all("none of its rows is converted" in o.reason for o in out[:4])
+
+
+class Watched(str):
+    """A label or split that counts how often resolve_duplicates compares it, or looks at its row:
+    the work it does, each row's its own copy (so that no comparison is skipped as identity)."""
+
+    work = 0
+
+    def __eq__(self, other):
+        Watched.work += 1
+        return str.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+
+class WatchedRow:
+    """A CsvRow that counts each look at its Source."""
+
+    def __init__(self, row: CsvRow):
+        self.where, self.line, self._source = row.where, row.line, row.source
+
+    @property
+    def source(self) -> Source:
+        Watched.work += 1
+        return self._source
+
+
+def rows_of_one_image(labels: list[str]) -> list[CsvRow]:
+    return [
+        CsvRow(f"/d/labels.csv:{line}", line, Source("/d/img/a.jpg", "img/a.jpg", Watched(label), Watched("train")))
+        for line, label in enumerate(labels, 1)
+    ]
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        ["cat", "dog"] * 3000,  # each row's others are near it
+        ["cat"] * 3000 + ["dog"] * 3000,  # a label's others come after all its own rows
+        [f"label {i}" for i in range(6000)],  # every row a label of its own
+        ["cat"] * 6000,  # duplicates
+    ],
+    ids=["alternating", "in two runs", "all different", "all the same"],
+)
+def test_rows_of_one_image_are_resolved_in_work_proportional_to_them(labels):
+    """24,000 rows of one image with two labels took minutes when each row's dead letter looked at
+    every other row: the work here is counted, not timed (comparisons of labels and splits, looks
+    at a row), and stays a few dozen a row at most, where looking at every other row is thousands."""
+    rows = [WatchedRow(row) for row in rows_of_one_image(labels)]
+    Watched.work = 0
+    outcomes = resolve_duplicates(rows)
+    assert len(outcomes) == len(labels) and Watched.work <= 40 * len(labels), Watched.work / len(labels)
+
+
+def test_a_conflicts_dead_letter_names_the_first_other_rows_and_counts_the_rest():
+    outcomes = resolve_duplicates(rows_of_one_image(["cat"] * 20 + ["dog"] * 15 + ["cow"]))
+    assert [line for line, _ in outcomes] == list(range(1, 37))
+    assert all(o.stage == "conflict" for _, o in outcomes)
+    cat, dog, cow = outcomes[0][1].reason, outcomes[20][1].reason, outcomes[35][1].reason
+    assert cat.startswith("conflict: img/a.jpg has label 'cat', split 'train' here but line 21 (label 'dog'")
+    assert "line 30 (label 'dog', split 'train') and 6 more; none of its rows is converted" in cat
+    assert dog.startswith("conflict: img/a.jpg has label 'dog', split 'train' here but line 1 (label 'cat'")
+    assert "line 10 (label 'cat', split 'train') and 11 more;" in dog
+    assert "line 10 (label 'cat', split 'train') and 25 more;" in cow
 
 
 def test_unknown_split_values_are_dead_letters_not_new_splits():
@@ -149,8 +216,8 @@ def test_one_image_written_two_ways_is_one_source():
 
 def test_only_bytes_that_were_not_utf8_make_a_row_invalid():
     read = b"caf\xe9,ok".decode("utf-8", "surrogateescape").split(",")  # as storage.open_text reads it
-    assert not_utf8(read)
-    assert not not_utf8(["café", "日本", "ok", ""]) and not not_utf8([])
+    assert not_text(read) == "invalid UTF-8"
+    assert not not_text(["café", "日本", "ok", ""]) and not not_text([])
 
 
 # Confinement: a row names an image below the CSV's folder or a configured root, else it is a
