@@ -186,6 +186,10 @@ def test_a_stalled_run_never_touches_the_dataset_of_the_run_that_took_over(
             outcome["a"] = "committed"
         except LeaseLost:
             outcome["a"] = "lost"
+            # As a run that lost its lease ends: it removes its own staging folder, which it may have
+            # written into after the run that took over removed it as a dead run's (on gs://, where a
+            # write makes its folder again).
+            run_a.clean_up_failed()
 
     stall.thread = threading.Thread(target=publish_a)
     stall.thread.start()

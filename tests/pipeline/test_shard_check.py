@@ -8,6 +8,7 @@ import os
 import pytest
 import tensorflow as tf
 
+from core.local_files import NotARegularFile
 from core.tfrecord_framing import FRAMING_BYTES
 from pipeline import shard_check
 from pipeline.shard_check import ShardCount, count_shard, count_shards, index_text
@@ -88,13 +89,13 @@ def test_the_processes_do_not_import_beam(shards, tmp_path, monkeypatch, in_proc
 
 def test_an_io_error_in_a_process_fails_the_read_back(shards, tmp_path, in_processes):
     (tmp_path / "a-directory").mkdir()
-    with pytest.raises(OSError, match="in a process of its own failed: IsADirectoryError"):
+    with pytest.raises(OSError, match="in a process of its own failed: core.local_files.NotARegularFile: .*a folder"):
         count_shards([*shards, str(tmp_path / "a-directory")], "GZIP", False, 2)
 
 
 def test_shards_too_small_to_gain_are_read_here(shards, tmp_path):
     """No process is started: the I/O error is raised here, as it is, not by a process."""
     (tmp_path / "a-directory").mkdir()
-    with pytest.raises(IsADirectoryError):
+    with pytest.raises(NotARegularFile, match="a folder"):
         count_shards([*shards, str(tmp_path / "a-directory")], "GZIP", False, 2)
     assert count_shards(shards, "GZIP", False, 2) == [count_shard(path, "GZIP", False) for path in shards]
