@@ -47,6 +47,7 @@ from core.contract.layout import (
     MANIFEST_NAME,
     REJECTED_MANIFEST_NAME,
     STAGING_PREFIX,
+    STATISTICS_NAME,
     index_file,
     is_remote,
     join,
@@ -93,6 +94,7 @@ def names_written(plan: Plan) -> set[str]:
     names = {
         MANIFEST_NAME,
         REJECTED_MANIFEST_NAME,
+        STATISTICS_NAME,
         *(ERROR_FILES.name(p, 0, 1) for p in (ERRORS_PREFIX, COPIES_PREFIX)),
     }
     for split, total in plan.shards.items():

@@ -41,6 +41,7 @@ from pipeline.label_map import (
 from pipeline.planning import Plan
 from pipeline.readback import shard_problems
 from pipeline.shard_check import ShardCount
+from pipeline.statistics_file import statistics_problems, write_statistics
 from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
 from transforms import stopping
 from transforms.counting import counter
@@ -279,6 +280,9 @@ class PublishManifest(beam.DoFn):
         manifest = build_manifest(
             self.plan, self.settings, summary, counted, error_files, schema, created, copies_files
         )
+        statistics_file = write_statistics(self.publication.folder, summary.statistics)
+        manifest = dataclasses.replace(manifest, statistics_file=statistics_file)
         found = problems(self.plan, manifest, counted, shard_files)
+        found += statistics_problems(self.publication.folder, manifest)
         self.publication.publish(dataclasses.replace(manifest, rejected=tuple(found)))
         yield join(self.plan.output, MANIFEST_NAME)

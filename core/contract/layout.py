@@ -31,6 +31,7 @@ REJECTED_MANIFEST_NAME = "manifest.rejected.json"
 TEMPORARY_SUFFIX = ".tmp"  # written, then renamed into place
 ERRORS_PREFIX = "errors"
 COPIES_PREFIX = "copies"
+STATISTICS_NAME = "statistics.pb"  # pipeline.statistics_file
 SHARD_PARTS_FOLDER = ".shard-parts"  # transforms.shard_parts; gone once the shards are final
 STAGING_PREFIX = ".staging-"  # + the run's name (core.contract.versions.new_run)
 _TEMPORARY = re.compile(r"\.(.+)\.[A-Za-z0-9_]+" + re.escape(TEMPORARY_SUFFIX), re.DOTALL)

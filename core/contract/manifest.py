@@ -173,6 +173,8 @@ class Manifest:
 
     # Files written beside the dataset for other readers (TFDS metadata), relative to the folder.
     metadata_files: tuple[str, ...] = ()
+    # The statistics the job computed (transforms.dataset_statistics), relative to the folder.
+    statistics_file: str = ""
 
     @property
     def records(self) -> int:
@@ -181,11 +183,12 @@ class Manifest:
 
     @property
     def report_files(self) -> tuple[str, ...]:
-        """The reports written beside the records: the error files and the copies files."""
-        return (*self.error_files, *self.copies_files)
+        """The reports written beside the records: the error files, the copies files and the
+        statistics."""
+        return (*self.error_files, *self.copies_files, *([self.statistics_file] if self.statistics_file else []))
 
     def __post_init__(self):
-        _check_contained("the manifest", (*self.error_files, *self.copies_files, *self.metadata_files))
+        _check_contained("the manifest", (*self.report_files, *self.metadata_files))
         if self.compression not in COMPRESSIONS:
             raise ManifestError(f"compression {self.compression!r} is not one of {COMPRESSIONS}")
         if self.file_format not in FILE_FORMATS:
