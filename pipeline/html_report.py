@@ -11,15 +11,29 @@ escapes all of it (Jinja2's autoescape): a label `<script>` is shown, never run.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import io
 from collections.abc import Sequence
 
 import jinja2
+from PIL import Image
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
+from core import storage
+from core.contract.layout import join
 from core.contract.manifest import Manifest
+from pipeline.report import first_errors
+from pipeline.shard_records import read_shard
+from pipeline.statistics_file import read_statistics
+from pipeline.tfrecord_reader import RecordError
+from transforms.example_proto import Example
 
 TOP_SHOWN = 12  # most common values of a column shown
+ERRORS_SHOWN = 20  # first dead letters listed
+THUMBNAILS_PER_CLASS = 8
+THUMBNAIL_RECORDS = 5000  # records read at most for the thumbnails
+THUMBNAIL_SIDE = 96
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +48,57 @@ class ReportPage:
     previous: Manifest | None = None  # a refresh version's previous version
     held: Sequence[str] = ()  # pipeline.hold_checks' lines, for a held version
     promote: str = ""  # the command that promotes a held version
+
+
+def write_report(folder: str, manifest: Manifest, path: str) -> None:
+    """Writes the report of the dataset in `folder` to `path` (a local file or gs:// object)."""
+    page = ReportPage(
+        folder,
+        manifest,
+        read_statistics(folder, manifest),
+        first_errors(folder, manifest, ERRORS_SHOWN)[0],
+        example_thumbnails(folder, manifest),
+    )
+    storage.write_atomically(path, render(page))
+
+
+def example_thumbnails(folder: str, manifest: Manifest) -> list[tuple[str, list[str]]]:
+    """Up to THUMBNAILS_PER_CLASS thumbnails (data: URIs) of each class of an image dataset, from
+    its first records (shards are written in random order); none for a table. A shard that breaks
+    ends the search: `--verify` is what names it."""
+    if manifest.kind == "csv":
+        return []
+    keys, found, read = manifest.image_keys, {}, 0
+    try:
+        for split in manifest.splits.values():
+            for shard in split.shards:
+                for _, data in read_shard(
+                    join(folder, shard), manifest.compression, manifest.file_format, inside=folder
+                ):
+                    feature = Example.FromString(data).features.feature
+                    label = feature[keys["text"]].bytes_list.value[0].decode("utf-8", "replace")
+                    if len(found.setdefault(label, [])) < THUMBNAILS_PER_CLASS:
+                        found[label].append(_thumbnail(feature[keys["encoded"]].bytes_list.value[0]))
+                    read += 1
+                    full = len(found) >= len(manifest.label_map) and all(
+                        len(uris) >= THUMBNAILS_PER_CLASS for uris in found.values()
+                    )
+                    if full or read >= THUMBNAIL_RECORDS:
+                        return sorted(found.items())
+    except RecordError:
+        pass
+    return sorted(found.items())
+
+
+def _thumbnail(encoded: bytes) -> str:
+    """A small JPEG of an image record's image, as a data: URI."""
+    with Image.open(io.BytesIO(encoded)) as image:
+        image.draft("RGB", (THUMBNAIL_SIDE * 2, THUMBNAIL_SIDE * 2))
+        small = image.convert("RGB")
+        small.thumbnail((THUMBNAIL_SIDE * 2, THUMBNAIL_SIDE * 2))
+    out = io.BytesIO()
+    small.save(out, "JPEG", quality=80)
+    return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode("ascii")
 
 
 def render(page: ReportPage) -> str:

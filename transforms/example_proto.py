@@ -161,7 +161,7 @@ def image_facts(keys: Mapping[str, str], image: CheckedImage, label: str) -> dic
         "image/stored_bytes": len(image.data),
         "image/aspect_ratio": image.width / image.height,
         "image/colour_mode": COLOUR_MODES.get(image.channels, f"{image.channels} channels"),
-        "image/exif_orientation": image.orientation,
+        "image/exif_orientation": str(image.orientation),  # a kind, counted: 1 (none) to 8
     }
 
 

@@ -1,9 +1,10 @@
-"""`python -m pipeline inspect DEST [--verify] [--contact_sheet FILE.png] [--samples N]`
+"""`python -m pipeline inspect DEST [--verify] [--contact_sheet FILE.png] [--samples N] [--report FILE.html]`
 
 Shows what a converted dataset (local folder or gs:// prefix) holds: the manifest's splits,
 shards, sizes, features, labels and error counts with the first reasons from the error reports
 (pipeline.report). `--verify` reads and checks every record (pipeline.verify) and exits 1 on any
-problem, naming its shard and record; `--contact_sheet` draws sample images (pipeline.contact_sheet).
+problem, naming its shard and record; `--contact_sheet` draws sample images (pipeline.contact_sheet);
+`--report` writes one self-contained HTML page of the dataset (pipeline.html_report).
 
 DEST may be a refresh ROOT: inspect follows ROOT/LATEST to the version it names, as the trainer
 does. A folder holding only manifest.rejected.json (a run that must not be trusted) is shown as
@@ -29,6 +30,7 @@ from core.local_files import LeadsOutside, NotARegularFile
 from core.shown import show
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
 from pipeline.flags import DEBUG_HELP, OneLineParser, command_name
+from pipeline.html_report import write_report
 from pipeline.report import dataset_summary, error_lines, rejected_summary
 from pipeline.verify import unlisted_warnings, verify
 
@@ -57,6 +59,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"images on the contact sheet (default {DEFAULT_SAMPLES})",
     )
+    p.add_argument("--report", metavar="FILE.html", help="write one self-contained HTML page of what the dataset holds")
     return p
 
 
@@ -126,6 +129,9 @@ def main(argv: list[str]) -> int:
             tiles = write_contact_sheet(folder, manifest, args.contact_sheet, args.samples)
             columns, rows = grid_shape(tiles)
             show(f"contact sheet: {args.contact_sheet} ({tiles} image(s), {columns}x{rows} grid)")
+        if args.report:
+            write_report(folder, manifest, args.report)
+            show(f"report: {args.report} (open it in a browser)")
         return status
     except ManifestRejectedError as e:
         return _rejected(folder, e.manifest, args)
