@@ -230,7 +230,7 @@ class HoldConfig(pydantic.BaseModel):
     # a number column's approximate Jensen-Shannon divergence (base 2: 0 to 1), in any split
     numeric_js: Annotated[Float, Field(ge=0, le=1)] = 0.1
     # the error fraction more than this many times the previous one ...
-    error_growth: Annotated[Float, Field(ge=1)] = 3.0
+    error_growth: Annotated[Float, Field(ge=1, le=1000)] = 3.0
     # ... and at least this fraction of the sources (a few errors where there were none are no drift)
     min_error_fraction: Annotated[Float, Field(ge=0, le=1)] = 0.001
 

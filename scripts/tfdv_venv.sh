@@ -3,8 +3,11 @@
 # (tests/test_statistics_tfdv.py): TFDV 1.16.1, the newest for Python 3.11 on PyPI, pins
 # TensorFlow 2.16, pyarrow 10 and pandas 1, which cannot live beside the project's own pins, and
 # pip backtracks for many minutes unless TFDV and tfx-bsl come without their dependencies.
-# Usage: bash scripts/tfdv_venv.sh DIR  (prints DIR/bin/python once it imports TFDV)
+#
+#   scripts/tfdv_venv.sh DIR    prints DIR/bin/python once it imports TFDV
 set -euo pipefail
+source "$(dirname "$0")/usage.sh"
+if help_asked "$@"; then print_usage; exit 0; fi
 venv="${1:?usage: tfdv_venv.sh DIR}"
 if ! "$venv/bin/python" -c "import tensorflow_data_validation" 2>/dev/null; then
   python3.11 -m venv "$venv"
