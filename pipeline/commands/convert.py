@@ -84,10 +84,12 @@ def main(argv: list[str]) -> int:
     # The converting processes start while the input is planned and Beam sets the job up:
     # ReadImages' pool takes them.
     replaced = None  # the dataset the run replaces, once prepare_output found it
+    # Outermost: an interrupt while the converting processes stop or the lease is released, after
+    # the summary, also says what DEST holds.
     with (
+        saying_what_dest_holds(lambda: dataset_outcome(output, run, replaced and replaced.run), run),
         lease,
         convert_pool.started_ahead(converting_processes(runner_of(beam_args), config)),
-        saying_what_dest_holds(lambda: dataset_outcome(output, run, replaced and replaced.run), run),
     ):
         publication = FolderPublication(output, run, unattended)
         try:

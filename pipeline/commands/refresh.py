@@ -217,7 +217,7 @@ def main(argv: list[str]) -> int:
     except (ConfigError, LeaseHeldError, UnsafeOptionError, PreflightError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED
-    with lease, saying_what_dest_holds(lambda: version_outcome(root, run, published), run):
+    with saying_what_dest_holds(lambda: version_outcome(root, run, published), run), lease:
         return _refresh(beam_args, config, root, run, args.keep, unattended, lease)
 
 
