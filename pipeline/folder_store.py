@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 
 from core import local_writes, storage
 from core.contract.layout import (
@@ -275,7 +276,7 @@ class FolderPublication:
         if not self.unattended:
             storage.make_folder(self.folder)
 
-    def publish(self, manifest: Manifest) -> None:
+    def publish(self, manifest: Manifest, files: Mapping[str, bytes] | None = None) -> None:
         """Commits once per run, however often the step runs: a runner runs it again after it did
         its work (Dataflow, when the worker failed before reporting the bundle done; the FnApiRunner
         under --direct_runner_bundle_repeat), and by then this run's staging folder is gone; or
@@ -289,7 +290,7 @@ class FolderPublication:
                 storage.delete([self.folder], OwnFolder(self.folder))
             else:
                 if committed is None or committed.run != self.run:
-                    self._intend(manifest, committed, fence)
+                    self._intend(manifest, committed, fence, files or {})
                 move_in(self.output, self.run, fence)
                 if committed is None:
                     _LOG.info("wrote %s", join(self.output, MANIFEST_NAME))
@@ -301,23 +302,23 @@ class FolderPublication:
         dataset stopped between its steps (1) and (3), which `move_in` completes."""
         return any(name.startswith(self._staging_name + "/") for name in referenced(committed))
 
-    def _intend(self, manifest: Manifest, committed: Manifest | None, fence: Fence) -> None:
+    def _intend(self, manifest: Manifest, committed: Manifest | None, fence: Fence, files: Mapping[str, bytes]) -> None:
         """Keeps in this run's folder what its commit needs and leaves behind: its TFDS metadata
         (none where a file no manifest names is in the way), the manifest it commits and the one it
         replaces. Over a committed dataset, step (1): manifest.json names the staged files."""
         named = referenced(committed) if committed else set()
-        files = reader_metadata(self.output, manifest)
-        in_the_way = sorted(name for name in files if name not in named and storage.exists(join(self.output, name)))
+        metadata = reader_metadata(self.output, manifest)
+        in_the_way = sorted(name for name in metadata if name not in named and storage.exists(join(self.output, name)))
         if in_the_way:
             _LOG.warning(
                 "%s: no TFDS metadata: %s is a file no manifest here names, left as it is",
                 self.output,
                 join(self.output, in_the_way[0]),
             )
-            files = {}
-        for name, text in files.items():
-            storage.write_atomically(join(self.folder, name), text)
-        manifest = dataclasses.replace(manifest, metadata_files=tuple(sorted(files)))
+            metadata = {}
+        for name, data in {**files, **metadata}.items():
+            storage.write_atomically(join(self.folder, name), data)
+        manifest = dataclasses.replace(manifest, metadata_files=tuple(sorted(metadata)))
         if committed is not None:
             storage.write_atomically(join(self.folder, REPLACED_NAME), committed.to_json())
         storage.write_atomically(join(self.folder, MANIFEST_NAME), manifest.to_json())

@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import decimal
 import logging
+from collections.abc import Mapping
 from typing import Protocol
 
 import apache_beam as beam
@@ -25,6 +26,7 @@ from core.contract.layout import (
     INDEX_FOLDER,
     MANIFEST_NAME,
     REJECTED_MANIFEST_NAME,
+    STATISTICS_NAME,
     UNCOMPRESSED,
     index_file,
     join,
@@ -41,7 +43,7 @@ from pipeline.label_map import (
 from pipeline.planning import Plan
 from pipeline.readback import shard_problems
 from pipeline.shard_check import ShardCount
-from pipeline.statistics_file import statistics_problems, write_statistics
+from pipeline.statistics_file import statistics_bytes, statistics_problems
 from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
 from transforms import stopping
 from transforms.counting import counter
@@ -61,9 +63,10 @@ class Publication(Protocol):
     def prepare(self) -> None:
         """Makes the run's own folder, before the job runs."""
 
-    def publish(self, manifest: Manifest) -> None:
-        """Commits a trusted manifest; records one whose `rejected` is not empty as rejected.
-        Raises pipeline.lease.LeaseLost, touching nothing, when the run no longer holds its lease."""
+    def publish(self, manifest: Manifest, files: Mapping[str, bytes] | None = None) -> None:
+        """Commits a trusted manifest, with `files` (by name: the statistics) written beside the
+        records before it; records one whose `rejected` is not empty as rejected. Raises
+        pipeline.lease.LeaseLost, touching nothing, when the run no longer holds its lease."""
 
     def rejected(self) -> Manifest | None:
         """This run's rejected manifest, if `publish` recorded one."""
@@ -280,9 +283,11 @@ class PublishManifest(beam.DoFn):
         manifest = build_manifest(
             self.plan, self.settings, summary, counted, error_files, schema, created, copies_files
         )
-        statistics_file = write_statistics(self.publication.folder, summary.statistics)
-        manifest = dataclasses.replace(manifest, statistics_file=statistics_file)
-        found = problems(self.plan, manifest, counted, shard_files)
-        found += statistics_problems(self.publication.folder, manifest)
-        self.publication.publish(dataclasses.replace(manifest, rejected=tuple(found)))
+        statistics = statistics_bytes(summary.statistics)
+        found = problems(self.plan, manifest, counted, shard_files) + statistics_problems(statistics, manifest)
+        if found:  # a rejected run keeps its error report only
+            self.publication.publish(dataclasses.replace(manifest, rejected=tuple(found)))
+        else:
+            manifest = dataclasses.replace(manifest, statistics_file=STATISTICS_NAME)
+            self.publication.publish(manifest, {STATISTICS_NAME: statistics})
         yield join(self.plan.output, MANIFEST_NAME)

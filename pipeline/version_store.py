@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+from collections.abc import Mapping
 
 from core import storage
 from core.contract.folders import folder_kind
@@ -138,16 +139,16 @@ class VersionPublication:
         if not self.unattended:
             storage.make_folder(self.folder)
 
-    def publish(self, manifest: Manifest) -> None:
+    def publish(self, manifest: Manifest, files: Mapping[str, bytes] | None = None) -> None:
         with Fence(self.root, self.run, self.unattended) as fence:
             if manifest.rejected:
                 write_rejection(self.folder, manifest)
                 report_rejection(self.folder, manifest, fail_job=self.unattended)
                 return
-            files = reader_metadata(self.folder, manifest)
-            for name, text in files.items():
-                storage.write_atomically(join(self.folder, name), text)
-            manifest = dataclasses.replace(manifest, metadata_files=tuple(sorted(files)))
+            metadata = reader_metadata(self.folder, manifest)
+            for name, data in {**(files or {}), **metadata}.items():
+                storage.write_atomically(join(self.folder, name), data)
+            manifest = dataclasses.replace(manifest, metadata_files=tuple(sorted(metadata)))
             storage.write_atomically(join(self.folder, MANIFEST_NAME), manifest.to_json())
             _LOG.info("wrote %s", join(self.folder, MANIFEST_NAME))
             self.advance(manifest, fence)
