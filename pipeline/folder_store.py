@@ -135,7 +135,7 @@ def leftovers(output: str, committed: Manifest | None) -> Leftovers:
     files, folders = [], []
     for top in filter(is_staging_folder, present):
         folder = join(output, top)
-        files += [_named(output, referenced(kept) - named - {MANIFEST_NAME}, path) for kept, path in _kept(folder)]
+        files += [_named(output, names, path) for names, path in _kept(output, folder, named)]
         if any(name.startswith(top + "/") for name in named):
             inside = tuple(p for p in storage.files_below(folder) if below(p, output) not in named)
             folders.append((RunFolders(output, frozenset([top])), inside))
@@ -160,10 +160,12 @@ def _with_folders(names) -> list[str]:
     return sorted(names) + [INDEX_FOLDER] * inside
 
 
-def _kept(folder: str) -> list[tuple[Manifest, str]]:
-    """The manifests a run keeps in its staging `folder` while it commits (module docstring):
-    what they name at the top of the output is that run's to remove. One that cannot be read
-    proves nothing."""
+def _kept(output: str, folder: str, named: set[str]) -> list[tuple[set[str], str]]:
+    """The names at the top of `output` that the manifests a run keeps in its staging `folder`
+    while it commits (module docstring) make that run's to remove, each set with its manifest's
+    path: what the replaced manifest named, and of what the committed one names, the copies the
+    run made of its staged files (storage.same_file: a file a user put under such a name after
+    the run stopped is not one). A manifest that cannot be read proves nothing."""
     found = []
     for name in (MANIFEST_NAME, REPLACED_NAME):
         path = join(folder, name)
@@ -171,8 +173,12 @@ def _kept(folder: str) -> list[tuple[Manifest, str]]:
             manifest = _manifest_at(path, folder)
         except (ManifestError, LeadsOutside, NotARegularFile):
             continue
-        if manifest is not None:
-            found.append((manifest, path))
+        if manifest is None:
+            continue
+        names = referenced(manifest) - named - {MANIFEST_NAME}
+        if name == MANIFEST_NAME:
+            names = {n for n in names if storage.same_file(join(folder, n), join(output, n))}
+        found.append((names, path))
     return found
 
 
