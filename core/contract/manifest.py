@@ -175,6 +175,13 @@ class Manifest:
     metadata_files: tuple[str, ...] = ()
     # The statistics the job computed (transforms.dataset_statistics), relative to the folder.
     statistics_file: str = ""
+    # A refresh version: the version ROOT/LATEST named when it was made ("" for the first, or convert).
+    previous_version: str = ""
+    # A refresh version LATEST did not move to: the drift checks it failed against
+    # `previous_version` (pipeline.hold_checks), until a person promotes it.
+    held: tuple[str, ...] = ()
+    # A refresh version: the sources it was made of (path, size, generation), relative to the folder.
+    sources_file: str = ""
 
     @property
     def records(self) -> int:
