@@ -202,7 +202,8 @@ class Fence:
     """Proof, for as long as it is held (`with Fence(folder, run) as fence:`), that `run` holds
     `folder`'s lease, so that its writes of committed names (`copy`, `write`) cannot land once
     another run has taken it (module docstring). Raises LeaseLost when `run` does not hold it.
-    `unattended`: a run without a lease (a template launch): nothing to prove, plain writes."""
+    `unattended`: a run without a lease (a conversion launched from a template): nothing to prove,
+    plain writes."""
 
     def __init__(self, folder: str, run: str, unattended: bool = False):
         self.folder, self.run, self._unattended = folder, run, unattended
