@@ -42,10 +42,10 @@ def gcs(gcs_emulator, gcs_bucket, tmp_path):
         yield gcs_emulator, gcs_bucket, root, argv
 
 
-def staged_job(gcs, name: str):
+def staged_job(gcs, name: str, *flags: str):
     """The pipeline proto a template launch of the refresh stages, and its publication."""
     emulator, bucket, _, argv = gcs
-    _, proto = stage_template(emulator, bucket, argv, name)
+    _, proto = stage_template(emulator, bucket, [*argv, *flags], name)
     return proto, _publication(proto)
 
 
@@ -126,6 +126,16 @@ def test_a_template_job_alone_takes_renews_and_releases_the_lease_and_publishes(
     assert latest_version(root) == publication.version
     assert holder(root) is None, "released when the job ended"
     assert f"{publication.folder}/{MANIFEST_NAME}" in emulator.list_uris(root + "/")
+
+
+def test_a_rejected_template_job_fails_and_releases_the_lease(gcs):
+    emulator, bucket, root, _ = gcs
+    emulator.upload_bytes(f"gs://{bucket}/raw/circle/broken.png", b"no image")
+    proto, publication = staged_job(gcs, "rejected", "--max_error_fraction", "0")
+    with pytest.raises(Exception, match="not published"):
+        run_staged(proto)
+    assert publication.rejected() is not None and latest_version(root) is None
+    assert holder(root) is None, "released as the job failed with its outcome"
 
 
 def test_a_template_job_whose_root_a_live_hand_run_holds_fails_and_writes_nothing(gcs):
