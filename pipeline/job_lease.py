@@ -60,9 +60,9 @@ class JobLease:
         if current is None:
             return False
         mine = Holder.this_process(self.run, datetime.datetime.now(datetime.timezone.utc), self.seconds)
-        storage.replace_if_unchanged(
-            self.path, mine.to_bytes(), current[1], self.seconds
-        )  # lost to a renewal: no matter
+        # Refused when another worker of the job renewed it first, or another run took it over
+        # since the read: the next renewal tells which.
+        storage.replace_if_unchanged(self.path, mine.to_bytes(), current[1], self.seconds)
         return True
 
     def release(self) -> None:
@@ -89,14 +89,19 @@ class JobLease:
             _RENEWERS[key].start()
 
     def _renew_while_held(self) -> None:
-        while True:
+        """Renews until the lease no longer names the run, or could not be renewed for `seconds`
+        (then another run may have taken it over: the job's fence tells)."""
+        renewed = time.monotonic()
+        while time.monotonic() - renewed < self.seconds:
             time.sleep(self.seconds / 3)
             try:
                 if not self.renew():
                     _LOG.info("%s no longer names run %s (released or taken over): renewals stop", self.path, self.run)
                     return
-            except Exception:  # a failed renewal is tried again; the lease lasts `seconds` meanwhile
+                renewed = time.monotonic()
+            except Exception:  # tried again while the lease lasts
                 _LOG.exception("could not renew %s", self.path)
+        _LOG.error("could not renew %s for %d s: another run may take it over", self.path, self.seconds)
 
 
 def _take(element, lease: JobLease):
