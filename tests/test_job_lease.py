@@ -25,7 +25,7 @@ from pipeline.version_store import VersionPublication, latest_version
 from tests.fault_proxy import FaultProxy
 from tests.one_line import the_one_line
 from tests.subprocess_limits import run_pipeline
-from tests.test_dataflow import _publication, small_input, stage_template
+from tests.test_dataflow import REPO, _publication, small_input, stage_template
 
 LEASE_SECONDS = 3  # the least a run may set is 2: renewals every second
 
@@ -98,13 +98,29 @@ def in_background(proto) -> tuple[threading.Thread, list[BaseException]]:
     return thread, errors
 
 
-def test_the_staged_job_takes_the_lease_before_any_step_that_writes(gcs):
-    proto, publication = staged_job(gcs, "graph")
+def kind_flags(gcs, kind: str) -> list[str]:
+    """The flags that make the fixture's refresh one of `kind`, its input put in the bucket."""
+    emulator, bucket, _, _ = gcs
+    if kind == "csv":
+        emulator.upload_dir(REPO / "sample" / "tabular", f"gs://{bucket}/tables")
+        return ["--kind", "csv", "--input", f"gs://{bucket}/tables/*.csv*"]
+    if kind == "image_csv":
+        images = [uri.removeprefix(f"gs://{bucket}/") for uri in emulator.list_uris(f"gs://{bucket}/raw/")]
+        rows = "".join(f"{name},{name.split('/')[1]}\n" for name in images)
+        emulator.upload_bytes(f"gs://{bucket}/labels.csv", f"image_uri,label\n{rows}".encode())
+        return ["--kind", "image_csv", "--input", f"gs://{bucket}/labels.csv"]
+    return []
+
+
+@pytest.mark.parametrize(
+    "kind, first_step", [("images", "ListClassFolders"), ("image_csv", "ReadImageCsv"), ("csv", "ListCsvFiles")]
+)
+def test_the_staged_job_takes_the_lease_before_any_step_that_writes(gcs, kind, first_step):
+    proto, publication = staged_job(gcs, kind, *kind_flags(gcs, kind))
     assert publication.job_lease == JobLease(gcs[2], publication.run, LEASE_SECONDS)
     transforms = {t.unique_name: t for t in proto.components.transforms.values()}
-    taken = set(transforms["TakeLease"].outputs.values())
-    # The listing, where every step that writes begins, starts from the lease's element only.
-    assert set(transforms["ListClassFolders"].inputs.values()) == taken
+    # The step where everything the job writes begins starts from the lease's element only.
+    assert set(transforms[first_step].inputs.values()) == set(transforms["TakeLease"].outputs.values())
     assert "ReleaseLease" in transforms
 
 
