@@ -155,8 +155,11 @@ def test_a_rejected_template_job_fails_and_releases_the_lease(gcs):
 
 
 def test_a_template_job_whose_root_a_live_hand_run_holds_fails_and_writes_nothing(gcs):
-    emulator, _, root, argv = gcs
-    proto, _ = staged_job(gcs, "refused")
+    emulator, bucket, root, _ = gcs
+    proto, first = staged_job(gcs, "first")
+    run_staged(proto)
+    emulator.upload_bytes(f"gs://{bucket}/raw/circle/new.jpg", (REPO / "sample/images/circle/0003.jpg").read_bytes())
+    proto, _ = staged_job(gcs, "refused")  # a new input: a new version to publish
     hand = Lease(root, "hand-run")
     hand.acquire()
     before = listing(emulator, root)
@@ -164,9 +167,8 @@ def test_a_template_job_whose_root_a_live_hand_run_holds_fails_and_writes_nothin
         run_staged(proto)
     line = str(failed.value).strip().splitlines()[0]
     assert f"{root}/{LEASE_NAME}" in line and "run hand-run" in line, line
-    after = listing(emulator, root)
-    assert after == before, "the job wrote nothing, and LATEST did not move"
-    assert holder(root).run == "hand-run"
+    assert listing(emulator, root) == before, "the job wrote nothing"
+    assert latest_version(root) == first.version and holder(root).run == "hand-run"
     hand.release()
 
 
