@@ -106,9 +106,9 @@ def _table(path: pathlib.Path, rows: int, shift: float, count_as_text: bool) -> 
 )
 def test_a_table_whose_column_was_retyped_or_moved_is_held(tmp_path, shift, count_as_text, expected):
     table, root = tmp_path / "src" / "part-0.csv", tmp_path / "root"
-    _table(table, 400, 0.0, False)
+    _table(table, 1200, 0.0, False)
     assert _refresh(table, root, "--kind", "csv", "--label", "label") == 0
-    _table(table, 400, shift, count_as_text)
+    _table(table, 1200, shift, count_as_text)
     assert _refresh(table, root, "--kind", "csv", "--label", "label") == 4
     [held] = [v for v in version_states(str(root)) if v != _latest(root)]
     lines = load_manifest(root / held).held
