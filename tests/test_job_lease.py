@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import shutil
 import threading
 import time
 
@@ -151,6 +152,21 @@ def test_a_rejected_template_job_fails_and_releases_the_lease(gcs):
     with pytest.raises(Exception, match="not published"):
         run_staged(proto)
     assert publication.rejected() is not None and latest_version(root) is None
+    assert holder(root) is None, "released as the job failed with its outcome"
+
+
+def test_a_held_template_job_fails_and_releases_the_lease(gcs, tmp_path):
+    emulator, bucket, root, _ = gcs
+    proto, first = staged_job(gcs, "first")
+    run_staged(proto)
+    fewer = small_input(tmp_path / "fewer", per_class=2)
+    shutil.rmtree(fewer / "circle")
+    emulator.upload_dir(fewer, f"gs://{bucket}/fewer")
+    proto, publication = staged_job(gcs, "held", "--input", f"gs://{bucket}/fewer")
+    with pytest.raises(Exception, match="held"):
+        run_staged(proto)
+    assert f"{publication.folder}/{MANIFEST_NAME}" in emulator.list_uris(root + "/")
+    assert latest_version(root) == first.version
     assert holder(root) is None, "released as the job failed with its outcome"
 
 
