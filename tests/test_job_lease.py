@@ -21,7 +21,7 @@ from core import storage
 from core.contract.layout import MANIFEST_NAME
 from core.contract.versions import LATEST_NAME
 from pipeline.job_lease import JobLease
-from pipeline.lease import LEASE_NAME, Holder, Lease
+from pipeline.lease import LEASE_NAME, Holder, Lease, LeaseHeldError
 from pipeline.version_store import VersionPublication, latest_version
 from tests.fault_proxy import FaultProxy
 from tests.one_line import the_one_line
@@ -226,3 +226,20 @@ def test_a_lease_a_killed_job_left_is_taken_over_once_stale(gcs):
     run_staged(proto)  # the same job, launched again
     assert latest_version(root) == publication.version and holder(root) is None
     assert f"{root}/{LATEST_NAME}" in emulator.list_uris(root + "/")
+
+
+def test_a_step_run_again_finds_the_lease_its_own_and_another_run_is_refused(gcs):
+    """A runner retries a bundle that took the lease: the step takes it again; the lease stays one
+    run's, and a release by any worker of the job ends it."""
+    root = gcs[2]
+    job, again, other = (JobLease(root, run, LEASE_SECONDS) for run in ("job-run", "job-run", "other-run"))
+    job.take()
+    again.take()
+    with pytest.raises(LeaseHeldError) as refused:
+        other.take()
+    assert str(refused.value).count("\n") == 0 and f"{root}/{LEASE_NAME}" in str(refused.value)
+    assert "run job-run" in str(refused.value) and holder(root).run == "job-run"
+    other.release()  # not its lease: left alone
+    assert holder(root).run == "job-run"
+    again.release()
+    assert holder(root) is None
