@@ -4,15 +4,16 @@ computes none, side by side in one invocation.
 
 Usage::
 
-    python scripts/bench_statistics.py --baseline DIR [--corpus bench/photos10k] [--rows 100000,300000]
-                                       [--runs 3] [--json out.json] [--docs docs/performance.md]
+    python scripts/bench_statistics.py --baseline DIR [--corpus bench/photos2500,bench/photos10k]
+                                       [--rows 100000,300000] [--runs 3] [--json out.json]
+                                       [--docs docs/performance.md]
 
 DIR is a checkout of the code to compare with (``git worktree add --detach DIR COMMIT``). Each
 input is converted by ``python -m pipeline`` of both checkouts, each run in its own process with
 its checkout first on the path, the two taking turns (this, baseline, this, ...) so that both see
-the same load: the photos of ``--corpus`` (``scripts/make_photo_corpus.py --out bench/photos10k
---count 10000``; built when missing, as scripts/benchmark.py builds its default) and, for each of
-``--rows``, a seeded CSV of that many rows kept in ``--folder`` (ints, floats, a category, a
+the same load: each folder of photos of ``--corpus`` (``scripts/make_photo_corpus.py --out
+bench/photos10k --count 10000``; with ``--count 2500`` the same corpus' first 2,500) and, for each
+of ``--rows``, a seeded CSV of that many rows kept in ``--folder`` (ints, floats, a category, a
 flag, a long-tailed text column of thousands of distinct values, a label: the columns of
 scripts/bench_tabular_memory.py and its `word`). The corpus and the CSVs are read once first, and
 both checkouts' modules compiled, so that no run pays for a cold cache.
@@ -22,8 +23,8 @@ process tree: the figure other load on the machine barely moves), wall seconds a
 process tree's, sampled as scripts/benchmark.py samples it); then this checkout's CPU over the
 baseline's and the difference of their peak RSS. Each run's output is checked: the records its
 manifest counts are the input's, and this checkout's manifest names its statistics file. With
-several ``--rows``, the growth of each checkout's peak RSS from the fewest rows to the most shows
-whether the statistics' memory is bounded. ``--docs PATH`` writes the table into that page's
+several corpora or ``--rows``, the growth of each checkout's peak RSS from the fewest records to
+the most shows whether the statistics' memory is bounded. ``--docs PATH`` writes the table into that page's
 block ``statistics-cost``, with this command and the machine (bench_docs).
 """
 
@@ -54,7 +55,9 @@ FIGURES = ("cpu_s", "wall_s", "peak_rss_mb")  # what the medians are taken of
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", required=True, help="a checkout of the code to compare with")
-    parser.add_argument("--corpus", default=os.path.join(REPO_ROOT, "bench", "photos10k"), help="folder of photos")
+    parser.add_argument(
+        "--corpus", default=os.path.join(REPO_ROOT, "bench", "photos10k"), help="folders of photos, comma-separated"
+    )
     parser.add_argument("--rows", default="100000,300000", help="CSV sizes in rows, comma-separated")
     parser.add_argument("--folder", default=os.path.join(REPO_ROOT, "bench", "statistics"), help="where CSVs are kept")
     parser.add_argument("--runs", type=int, default=3, help="runs per input and checkout (default: 3)")
@@ -62,6 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", help="also write every run's figures as JSON to this path")
     parser.add_argument("--docs", help=f"also write the table into this markdown page's block {DOCS_BLOCK}")
     args = parser.parse_args(argv)
+    args.corpus = [corpus for corpus in args.corpus.split(",") if corpus]
     args.rows = [int(rows) for rows in args.rows.split(",") if rows]
     if not os.path.isdir(os.path.join(args.baseline, "pipeline")):
         parser.error(f"--baseline {args.baseline}: not a checkout (no pipeline/ in it)")
@@ -71,13 +75,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def inputs(args) -> list[dict]:
-    """The photo corpus and a CSV of each size of `--rows` (written when missing): what each is
-    called, the CLI words that convert it and the records it must become."""
+    """Each photo corpus and a CSV of each size of `--rows` (written when missing): what each is
+    called, its kind, the CLI words that convert it and the records it must become."""
     from bench_driver import prepare_corpus, warm_up
 
-    items, corpus = prepare_corpus(args.corpus, corpus_extensions())
-    warm_up(items)
-    found = [{"input": f"{corpus['files']:,} photos", "words": ["--input", corpus["path"]], "records": len(items)}]
+    found, every_item = [], []
+    for folder in args.corpus:
+        items, corpus = prepare_corpus(folder, corpus_extensions())
+        every_item += items
+        found.append(
+            {
+                "input": f"{len(items):,} photos",
+                "kind": "photos",
+                "words": ["--input", corpus["path"]],
+                "records": len(items),
+            }
+        )
+    warm_up(every_item)
     os.makedirs(args.folder, exist_ok=True)
     for rows in args.rows:
         path = os.path.join(args.folder, f"table-{rows}.csv")
@@ -85,7 +99,9 @@ def inputs(args) -> list[dict]:
             print(f"writing {path}", file=sys.stderr, flush=True)
             make_csv(path, rows=rows, words=True)
         pathlib.Path(path).read_bytes()  # into the page cache
-        found.append({"input": f"{rows:,} rows", "words": ["--kind", "csv", "--input", path], "records": rows})
+        found.append(
+            {"input": f"{rows:,} rows", "kind": "rows", "words": ["--kind", "csv", "--input", path], "records": rows}
+        )
     return found
 
 
@@ -150,7 +166,7 @@ def measure(args, sources: list[dict]) -> list[dict]:
 
 
 def _row(source: dict, runs: dict[str, list[dict]]) -> dict:
-    row = {"input": source["input"], "records": source["records"], "runs": runs}
+    row = {"input": source["input"], "kind": source["kind"], "records": source["records"], "runs": runs}
     for name, done in runs.items():
         for figure in FIGURES:
             row[f"{name}_{figure}"] = statistics.median(run[figure] for run in done)
@@ -201,14 +217,15 @@ def notes(rows: list[dict], runs: int) -> str:
         f"Medians of {runs} runs per input and checkout. "
         + (f"Over the {BUDGET - 1:.0%} CPU budget: {', '.join(over)}." if over else f"All within {BUDGET - 1:.0%} CPU.")
     ]
-    tables = [row for row in rows if row["input"].endswith(" rows")]
-    if len(tables) > 1:
-        fewest, most = tables[0], tables[-1]
-        growth = ", ".join(
-            f"{name} {most[f'{name}_peak_rss_mb'] - fewest[f'{name}_peak_rss_mb']:+.0f} MB"
-            for name in ("this", "baseline")
-        )
-        lines.append(f"Peak RSS from {fewest['input']} to {most['input']}: {growth}.")
+    for kind in ("photos", "rows"):
+        sizes = sorted((row for row in rows if row["kind"] == kind), key=lambda row: row["records"])
+        if len(sizes) > 1:
+            fewest, most = sizes[0], sizes[-1]
+            growth = ", ".join(
+                f"{name} {most[f'{name}_peak_rss_mb'] - fewest[f'{name}_peak_rss_mb']:+.0f} MB"
+                for name in ("this", "baseline")
+            )
+            lines.append(f"Peak RSS from {fewest['input']} to {most['input']}: {growth}.")
     return " ".join(lines)
 
 
