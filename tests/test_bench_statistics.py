@@ -40,7 +40,7 @@ def test_one_invocation_converts_each_input_with_both_checkouts_and_writes_the_p
     assert bench_statistics.main(argv) == 0
     out = capsys.readouterr().out
     figures = json.loads(report.read_text())["inputs"]
-    photo_count = sum(1 for _ in photos.glob("*/*.jpg"))
+    photo_count = sum(1 for _ in photos.glob("*/*.*"))
     assert [(row["input"], row["records"]) for row in figures] == [
         (f"{photo_count} photos", photo_count),
         ("300 rows", 300),
