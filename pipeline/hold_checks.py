@@ -29,9 +29,12 @@ def held_checks(
     they were) is compared by its manifest only."""
     if not hold.enabled:
         return []
-    lines = _records(before, after, hold) + _classes(before, after, hold) + _columns(before, after)
+    lines = _records(before, after, hold) + _classes(before, after) + _columns(before, after)
     lines += _errors(before, after, hold)
-    if before_statistics is not None:
+    if min(before.counts.written, after.counts.written) < hold.min_records:
+        return lines
+    lines += _labels(before, after, hold)
+    if before_statistics is not None and after.kind == "csv":  # an image's sizes are no column of the data
         lines += _numbers(before_statistics, after_statistics, hold)
     return lines
 
@@ -52,20 +55,24 @@ def _label_totals(manifest: Manifest) -> dict[str, int]:
     return totals
 
 
-def _classes(before: Manifest, after: Manifest, hold: HoldConfig) -> list[str]:
+def _classes(before: Manifest, after: Manifest) -> list[str]:
     was, now = _label_totals(before), _label_totals(after)
-    lines = [
+    return [
         f"class {label!r}: {n:,} records -> none (it disappeared)"
         for label, n in sorted(was.items())
         if label not in now
     ]
+
+
+def _labels(before: Manifest, after: Manifest, hold: HoldConfig) -> list[str]:
+    was, now = _label_totals(before), _label_totals(after)
     value, distance = linf_distance(was, now)
-    if distance > hold.label_linf:
-        lines.append(
-            f"label distribution: class {value!r} {_share(was, value):.1%} -> {_share(now, value):.1%} of the records "
-            f"(L-infinity distance {distance:.3f}, more than hold.label_linf {hold.label_linf})"
-        )
-    return lines
+    if distance <= hold.label_linf:
+        return []
+    return [
+        f"label distribution: class {value!r} {_share(was, value):.1%} -> {_share(now, value):.1%} of the records "
+        f"(L-infinity distance {distance:.3f}, more than hold.label_linf {hold.label_linf})"
+    ]
 
 
 def _share(counts: Mapping[str, int], value: str) -> float:
