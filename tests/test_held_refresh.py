@@ -167,3 +167,13 @@ def test_a_refresh_is_held_exactly_when_more_than_the_allowed_share_of_records_w
     code = _refresh(source, root)
     before, after = 12, 12 - gone
     assert code == (4 if (before - after) / before > 0.2 else 0)
+
+
+def test_a_template_launch_that_finds_its_version_still_held_stages_a_job_that_fails():
+    """The launcher stages a one-step job (a Flex Template launch needs one); while the version it
+    skips is held, that job fails, so alerting on failed jobs keeps seeing it."""
+    from pipeline.commands.refresh import unchanged_job
+
+    with pytest.raises(Exception, match="version 20990101T000000000000Z is held"):
+        unchanged_job([], "version 20990101T000000000000Z is held", still_held=True).run().wait_until_finish()
+    unchanged_job([], "nothing changed").run().wait_until_finish()  # an unchanged input's job passes
