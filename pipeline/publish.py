@@ -43,6 +43,7 @@ from pipeline.label_map import (
 from pipeline.planning import Plan
 from pipeline.readback import shard_problems
 from pipeline.shard_check import ShardCount
+from pipeline.source_list import sources_problems
 from pipeline.statistics_file import statistics_bytes, statistics_problems
 from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
 from transforms import stopping
@@ -186,6 +187,7 @@ def build_manifest(
             **({"planned_delimiter": plan.dialect.delimiter} if plan.kind == "csv" else {}),
         },
         listing=plan.listing,
+        previous_version=plan.previous_version,
         package_version=pipeline.__version__,
         created=created,
         compression=plan.compression,
@@ -285,9 +287,14 @@ class PublishManifest(beam.DoFn):
         )
         statistics = statistics_bytes(summary.statistics)
         found = problems(self.plan, manifest, counted, shard_files) + statistics_problems(statistics, manifest)
+        if self.plan.sources_file:  # a refresh's, written by its launcher into the version
+            listed = join(self.publication.folder, self.plan.sources_file)
+            found += sources_problems(listed, self.publication.folder, self.plan.listing)
         if found:  # a rejected run keeps its error report only
             self.publication.publish(dataclasses.replace(manifest, rejected=tuple(found)))
         else:
-            manifest = dataclasses.replace(manifest, statistics_file=STATISTICS_NAME)
+            manifest = dataclasses.replace(
+                manifest, statistics_file=STATISTICS_NAME, sources_file=self.plan.sources_file
+            )
             self.publication.publish(manifest, {STATISTICS_NAME: statistics})
         yield join(self.plan.output, MANIFEST_NAME)

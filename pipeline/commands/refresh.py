@@ -35,7 +35,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from core import storage
-from core.contract.layout import join
+from core.contract.layout import SOURCES_NAME, join
 from core.contract.manifest import Manifest, ManifestError, read_manifest
 from core.contract.versions import LatestPointerError, new_run, next_version
 from core.shown import show
@@ -65,6 +65,7 @@ from pipeline.runners import (
     runner_of,
     runs_here,
 )
+from pipeline.source_list import SourceList
 from pipeline.version_store import VersionPublication, latest_version, remove_unfinished_versions
 from transforms import convert_pool
 from transforms.counting import counter
@@ -230,21 +231,28 @@ def _refresh(
         version = next_version([*storage.children(root), previous or ""])
         publication = VersionPublication(root, version, run, keep, unattended)
         config = config.model_copy(update={"output": publication.folder, "overwrite": False})
-        plan = make_plan(
-            config, hand_over=runs_here(beam_args), local_files=reads_local_files(PipelineOptions(beam_args))
+        with SourceList() as listed:
+            plan = make_plan(
+                config,
+                hand_over=runs_here(beam_args),
+                local_files=reads_local_files(PipelineOptions(beam_args)),
+                listed=listed,
+            )
+            if lease.held:  # under the lease no run writes but this one: what has no manifest, a dead run left
+                with Fence(root, run) as fence:
+                    remove_unfinished_versions(root, fence)
+            manifest = previous_manifest(root, previous)
+            message = unchanged_since(root, previous, manifest, plan, config) if manifest else None
+            if message:
+                show(message)
+                if stages_only(pipeline_options(beam_args)):
+                    _stage_unchanged_job(beam_args, message)
+                return 0
+            publication.prepare()
+            listed.write(join(publication.folder, SOURCES_NAME))  # checked and named by the job's last step
+        plan = dataclasses.replace(
+            with_previous_ids(plan, manifest), previous_version=previous or "", sources_file=SOURCES_NAME
         )
-        if lease.held:  # under the lease no run writes but this one: what has no manifest, a dead run left
-            with Fence(root, run) as fence:
-                remove_unfinished_versions(root, fence)
-        manifest = previous_manifest(root, previous)
-        message = unchanged_since(root, previous, manifest, plan, config) if manifest else None
-        if message:
-            show(message)
-            if stages_only(pipeline_options(beam_args)):
-                _stage_unchanged_job(beam_args, message)
-            return 0
-        publication.prepare()
-        plan = with_previous_ids(plan, manifest)
     except (PlanError, LatestPointerError, OSError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED
