@@ -68,6 +68,11 @@ def not_from_refreshes(root: str) -> list[str]:
     ]
 
 
+def promote_command(root: str, version: str) -> str:
+    """The command that moves LATEST to a held version, as the run and its report say it."""
+    return f"python -m pipeline refresh --output {root} --promote {version}"
+
+
 class NotPublished(RuntimeError):
     """A refresh made a version that LATEST cannot name (it names a newer one, written without
     this root's lease): the run fails rather than end as if it had published."""
