@@ -46,13 +46,14 @@ class SourcesError(ValueError):
 class SourceList:
     """Collects the entries of a listing (ListingDigest's sink) and writes them sorted by path."""
 
-    def __init__(self) -> None:
+    def __init__(self, run_entries: int = RUN_ENTRIES) -> None:
+        self.run_entries = run_entries
         self._entries: list[SourceEntry] = []
         self._runs: list[io.TextIOWrapper] = []
 
     def add(self, path: str, size: int, mtime: float) -> None:
         self._entries.append(SourceEntry(path, size, mtime))
-        if len(self._entries) >= RUN_ENTRIES:
+        if len(self._entries) >= self.run_entries:
             self._spill()
 
     def _spill(self) -> None:
