@@ -1,7 +1,10 @@
 """`python -m pipeline refresh --input SRC --output ROOT [conversion flags] [--keep K]`: publish a
 new version of a dataset (the layout of ROOT: pipeline.version_store).
 
-A refresh lists SRC first. When the listing (paths, sizes, mtimes/generations: its fingerprint)
+A refresh lists SRC first, keeping each entry (pipeline.source_list) for the version's
+sources.jsonl.gz, written into its folder before the job runs and checked by its last step; the
+manifest names it and the version LATEST named (`previous_version`), which `inspect` compares it
+with (pipeline.version_changes). When the listing (paths, sizes, mtimes/generations: its fingerprint)
 and the settings are those of the version LATEST names, it prints "nothing changed" and exits 0
 without writing anything. Otherwise it converts into ROOT/<UTC timestamp>/ (a name after every
 version of ROOT, whatever the clock says: contract.versions.next_version) and the job's last
