@@ -28,8 +28,7 @@ from pipeline.report import first_errors
 from pipeline.shard_records import read_shard
 from pipeline.statistics_file import read_statistics
 from pipeline.tfrecord_reader import RecordError
-from pipeline.version_changes import VersionChanges, shown_path
-from pipeline.version_store import promote_command
+from pipeline.version_changes import VersionChanges, held_lines, shown_path
 from transforms.example_proto import Example
 
 TOP_SHOWN = 12  # most common values of a column shown
@@ -49,7 +48,7 @@ class ReportPage:
     first_errors: Sequence[dict] = ()  # pipeline.report.first_errors
     thumbnails: Sequence[tuple[str, Sequence[str]]] = ()  # (label, data: URIs of its examples)
     changes: VersionChanges | None = None  # a refresh version's, since its previous version
-    promote: str = ""  # the command that promotes a held version (its manifest's `held`)
+    held: Sequence[str] = ()  # a held version's checks and what to do (version_changes.held_lines)
 
 
 def write_report(folder: str, manifest: Manifest, path: str, changes: VersionChanges | None = None) -> None:
@@ -62,7 +61,7 @@ def write_report(folder: str, manifest: Manifest, path: str, changes: VersionCha
         first_errors(folder, manifest, ERRORS_SHOWN)[0],
         example_thumbnails(folder, manifest),
         changes,
-        promote_command(storage.parent(folder), storage.basename(folder)) if manifest.held else "",
+        held_lines(folder, manifest),
     )
     storage.write_atomically(path, render(page))
 
@@ -132,8 +131,7 @@ def render(page: ReportPage) -> str:
         warnings=m.warnings,
         changes=page.changes,
         shown_path=functools.partial(shown_path, changes=page.changes),
-        held=list(m.held),
-        promote=page.promote,
+        held=list(page.held),
     )
 
 

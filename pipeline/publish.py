@@ -26,6 +26,7 @@ from core.contract.layout import (
     INDEX_FOLDER,
     MANIFEST_NAME,
     REJECTED_MANIFEST_NAME,
+    SOURCES_NAME,
     STATISTICS_NAME,
     UNCOMPRESSED,
     index_file,
@@ -98,10 +99,10 @@ class RunRejectedError(RuntimeError):
 def write_rejection(folder: str, manifest: Manifest) -> None:
     """An untrusted run, in its own `folder` (made new by it): manifest.rejected.json (never
     manifest.json) and its error report stay; its shards (and indexes) go, so nothing can read
-    them as data."""
+    them as data, and so does a refresh's sources file, which only a published version keeps."""
     storage.write_atomically(join(folder, REJECTED_MANIFEST_NAME), manifest.to_json())
     records = [join(folder, f) for split in manifest.splits.values() for f in (*split.shards, *split.index_files)]
-    storage.delete([*records, join(folder, INDEX_FOLDER)], OwnFolder(folder))
+    storage.delete([*records, join(folder, INDEX_FOLDER), join(folder, SOURCES_NAME)], OwnFolder(folder))
 
 
 def report_rejection(folder: str, manifest: Manifest, fail_job: bool) -> None:

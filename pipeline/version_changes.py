@@ -28,7 +28,7 @@ from pipeline.hold_checks import (
 )
 from pipeline.source_list import SourceChanges, SourcesError, compare, read_sources
 from pipeline.statistics_file import read_statistics
-from pipeline.version_store import promote_command
+from pipeline.version_store import latest_version, promote_command
 
 SOURCES_SHOWN = 10  # example paths of the sources added, removed and changed
 LINES_SHOWN = 8  # counts and number columns `inspect` prints, of those that moved most
@@ -156,12 +156,19 @@ def _count(n: int | None) -> str:
 
 
 def held_lines(folder: str, manifest: Manifest) -> list[str]:
-    """A held version's checks, and how to promote it; none for a version that is not held."""
+    """A held version's checks, and how to promote it, or that it was promoted since; none for a
+    version that was not held."""
     if not manifest.held:
         return []
-    promote = promote_command(storage.parent(folder), storage.basename(folder))
+    root, version = storage.parent(folder), storage.basename(folder)
+    if latest_version(root) == version:
+        return ["held when it was made, for these drift checks, then promoted: LATEST names it", *_indented(manifest)]
     return [
         "held: LATEST was not moved to this version; the drift checks it failed:",
-        *(f"  {line}" for line in manifest.held),
-        f"  once you have looked: {promote}",
+        *_indented(manifest),
+        f"  once you have looked: {promote_command(root, version)}",
     ]
+
+
+def _indented(manifest: Manifest) -> list[str]:
+    return [f"  {line}" for line in manifest.held]
