@@ -34,7 +34,7 @@ def held_checks(
         return []
     lines = _records(before, after, hold) + _classes(before, after, hold) + _columns(before, after)
     lines += _errors(before, after, hold)
-    if before_statistics is not None:
+    if before_statistics is not None and after.kind == "csv":  # an image's sizes are no column of the data
         lines += _numbers(before_statistics, after_statistics, hold)
     return lines
 

@@ -108,7 +108,6 @@ class Plan:
     folder_layout: FolderLayout = CLASS_FOLDER_LAYOUT  # images: class or split folders (transforms.folder_layout)
     warnings: tuple[str, ...] = ()  # what a user of the data should hear of what planning decided (the manifest's)
     label_column: str = ""  # tabular: the column of each row's class or target (csv.label)
-    previous_version: str = ""  # a refresh: the version LATEST named (the manifest's previous_version)
     sources_file: str = ""  # a refresh: the sources file written into its version (pipeline.source_list)
 
     @property

@@ -188,7 +188,6 @@ def build_manifest(
             **({"planned_delimiter": plan.dialect.delimiter} if plan.kind == "csv" else {}),
         },
         listing=plan.listing,
-        previous_version=plan.previous_version,
         package_version=pipeline.__version__,
         created=created,
         compression=plan.compression,

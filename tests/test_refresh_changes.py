@@ -56,7 +56,7 @@ def test_the_report_of_a_refresh_shows_what_changed_in_a_browser(tmp_path):
     assert 'id="label-distance">' in dom and "Jensen-Shannon divergence" in dom
 
 
-def test_a_retyped_csv_column_is_shown_with_both_types(tmp_path):
+def test_a_retyped_csv_column_is_shown_and_the_held_version_says_how_to_promote_it(tmp_path):
     source, root = tmp_path / "table", tmp_path / "root"
     source.mkdir()
     rows = "\n".join(f"{i},{i * 0.5},{'ab'[i % 2]}" for i in range(200))
@@ -66,12 +66,22 @@ def test_a_retyped_csv_column_is_shown_with_both_types(tmp_path):
     rows = "\n".join(f"{i},v{i},{'ab'[i % 2]}" for i in range(200))
     (source / "part-0.csv").write_text("id,x,label\n" + rows + "\n")
     (source / "part-1.csv").write_text("id,x,label\n7,v7,a\n")
-    done = run_pipeline(flags)
-    versions = sorted(p.name for p in root.iterdir() if p.name != "LATEST")
+    assert run_pipeline(flags).returncode == 4  # held: its column x changed type
+    held = sorted(p.name for p in root.iterdir() if p.name != "LATEST")[-1]
     page = tmp_path / "report.html"
-    done = run_pipeline(["inspect", str(root / versions[-1]), "--report", str(page)])
+    done = run_pipeline(["inspect", str(root / held), "--report", str(page)])
     assert done.returncode == 0, done.stderr
     assert "column x: float32 -> string" in done.stdout
     assert "sources: 1 added, 0 removed, 1 changed" in done.stdout
-    dom = chromium("--dump-dom", page.as_uri()).stdout
+    promote = f"python -m pipeline refresh --output {root} --promote {held}"
+    assert "held: LATEST was not moved" in done.stdout and promote in done.stdout
+    browser = chromium("--dump-dom", page.as_uri())
+    assert browser.returncode == 0 and "CONSOLE" not in browser.stderr, browser.stderr[-2000:]
+    dom = browser.stdout
     assert "<td>column x</td><td>float32 → string</td>" in dom
+    assert 'id="held"' in dom and "LATEST was not moved" in dom and promote in dom
+    assert "column 'x': float32 -&gt; string (its type changed)" in dom
+
+    assert run_pipeline(["refresh", "--output", str(root), "--promote", held]).returncode == 0
+    done = run_pipeline(["inspect", str(root)])
+    assert "then promoted: LATEST names it" in done.stdout and promote not in done.stdout

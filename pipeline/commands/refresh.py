@@ -13,6 +13,10 @@ step checks the run as `publish.problems` does and then either
 * writes manifest.json and then LATEST (temporary file + rename, through Beam FileSystems, so
   local disk and gs:// alike); with --keep K, deletes versions beyond the newest K (never the one
   LATEST names, never anything newer); or
+* when its statistics drifted from those of the version LATEST names past the `hold` settings
+  (pipeline.hold_checks), writes manifest.json naming the checks it failed (`held`) and leaves
+  LATEST: the run exits 4, a job nobody waits for fails, and a rerun on unchanged input exits 4
+  again, until `--promote VERSION` (a person's decision) points LATEST at it; or
 * writes manifest.rejected.json instead of manifest.json (a folder without manifest.json is
   incomplete by contract), deletes the shards, keeps the error report, and fails the job.
 
@@ -46,7 +50,7 @@ from pipeline.build import converting_processes
 from pipeline.config import Config, ConfigError, load_config, to_dict
 from pipeline.ending import saying_what_dest_holds, version_outcome
 from pipeline.flags import REFRESH_FLAGS, command_name, config_overrides, make_parser, parse_command_line
-from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
+from pipeline.job import EXIT_FAILED, EXIT_HELD, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.lease import Fence, Lease, LeaseHeldError
 from pipeline.listing_digest import same_method
 from pipeline.planning import Plan, PlanError, make_plan
@@ -69,7 +73,17 @@ from pipeline.runners import (
     runs_here,
 )
 from pipeline.source_list import SourceList
-from pipeline.version_store import VersionPublication, latest_version, remove_unfinished_versions
+from pipeline.version_store import (
+    NotPromotable,
+    VersionHeld,
+    VersionPublication,
+    held_version,
+    latest_version,
+    promote,
+    promote_command,
+    remove_unfinished_versions,
+    version_states,
+)
 from transforms import convert_pool
 from transforms.counting import counter
 from transforms.label_column import kept_ids
@@ -92,7 +106,8 @@ def parser() -> argparse.ArgumentParser:
     return make_parser(
         command_name("refresh"),
         "Publish a new version of a dataset: convert into OUTPUT/<UTC timestamp>/, then point\n"
-        "OUTPUT/LATEST at it, only if the run succeeded; unchanged input is skipped.",
+        "OUTPUT/LATEST at it, only if the run succeeded and its statistics did not drift from\n"
+        "LATEST's version (else it is held: exit 4, until --promote); unchanged input is skipped.",
         REFRESH_FLAGS,
     )
 
@@ -161,12 +176,28 @@ def _report_unchanged(message: str) -> None:
     _LOG.info("%s", message)
 
 
-def _stage_unchanged_job(beam_args: list[str], message: str) -> None:
+def _report_still_held(message: str) -> None:
+    raise VersionHeld(message)
+
+
+def _stage_unchanged_job(beam_args: list[str], message: str, still_held: bool = False) -> None:
     """A Flex Template launch must stage a job (the launcher fails without one): a one-step job
-    that only reports the skip, touching no data."""
+    that only reports the skip, touching no data; it fails when the version it skips is held, so
+    that alerting on failed jobs keeps seeing it until a person decides."""
     p = make_pipeline(pipeline_options(beam_args))
-    _ = p | "NothingChanged" >> beam.Create([message]) | "Report" >> beam.Map(_report_unchanged)
+    report = _report_still_held if still_held else _report_unchanged
+    _ = p | "NothingChanged" >> beam.Create([message]) | "Report" >> beam.Map(report)
     p.run()
+
+
+def _held_lines(root: str, version: str, manifest: Manifest, previous: str | None) -> list[str]:
+    """What a person reads of a held version: where LATEST stays, each check it failed, what to do."""
+    return [
+        f"Held version {version}: {root}/LATEST stays at {previous}. It drifted from {previous}:",
+        *(f"  {line}" for line in manifest.held),
+        f"Look at it (python -m pipeline inspect {join(root, version)} --report report.html), then publish it "
+        f"with: {promote_command(root, version)}",
+    ]
 
 
 def _run(
@@ -190,6 +221,9 @@ def _run(
         )
         return 0
     show(*run_summary(manifest, plan.output, time.monotonic() - started))
+    if manifest.held:
+        show(*_held_lines(root, publication.version, manifest, previous))
+        return EXIT_HELD
     latest = latest_version(root)
     if latest != publication.version:
         _LOG.error("%s/LATEST names %s, not this run's %s: version not published", root, latest, publication.version)
@@ -209,6 +243,8 @@ def main(argv: list[str]) -> int:
         if not config.output:
             raise ConfigError("refresh needs --output ROOT (the folder that holds the versions and LATEST)")
         root = storage.absolute(config.output).rstrip("/")
+        if args.promote is not None:
+            return _promote(root, args.promote, Lease(root, run, config.lease_seconds))
         source = storage.absolute(config.input_uri)
         check_input(config, source)
         check_output(config.kind, source, root)
@@ -225,6 +261,24 @@ def main(argv: list[str]) -> int:
         return _refresh(beam_args, config, root, run, args.keep, unattended, lease)
 
 
+def _promote(root: str, version: str, lease: Lease) -> int:
+    """`--promote VERSION`: under ROOT's lease, points LATEST at a committed version a person chose."""
+    was = check_folder_kind("refresh", root).latest
+    if was == version:
+        show(f"{root}/LATEST names {version} already: nothing to promote")
+        return 0
+    take_lease(lease)
+    with lease, Fence(root, lease.run) as fence:
+        try:
+            promote(root, version, fence)
+        except (NotPromotable, ManifestError) as e:
+            committed = sorted(v for v, state in version_states(root).items() if state == "complete")
+            _LOG.error("cannot promote: %s; %s's committed versions: %s", e, root, ", ".join(committed[-5:]) or "none")
+            return EXIT_REFUSED
+    show(f"Promoted version {version}: {root}/LATEST -> {version} (was {was or 'none'})")
+    return 0
+
+
 def _refresh(
     beam_args: list[str], config: Config, root: str, run: str, keep: int | None, unattended: bool, lease: Lease
 ) -> int:
@@ -232,7 +286,7 @@ def _refresh(
     try:
         previous = latest_version(root)
         version = next_version([*storage.children(root), previous or ""])
-        publication = VersionPublication(root, version, run, keep, unattended)
+        publication = VersionPublication(root, version, run, keep, unattended, previous, config.hold)
         config = config.model_copy(update={"output": publication.folder, "overwrite": False})
         with SourceList() as listed:
             plan = make_plan(
@@ -251,11 +305,16 @@ def _refresh(
                 if stages_only(pipeline_options(beam_args)):
                     _stage_unchanged_job(beam_args, message)
                 return 0
+            held = held_version(root, previous)
+            if held is not None and unchanged_since(root, *held, plan, config):
+                lines = _held_lines(root, *held, previous)
+                show("Nothing changed since the last refresh, whose version is held.", *lines)
+                if stages_only(pipeline_options(beam_args)):
+                    _stage_unchanged_job(beam_args, " ".join(lines), still_held=True)
+                return EXIT_HELD
             publication.prepare()
             listed.write(join(publication.folder, SOURCES_NAME))  # checked and named by the job's last step
-        plan = dataclasses.replace(
-            with_previous_ids(plan, manifest), previous_version=previous or "", sources_file=SOURCES_NAME
-        )
+        plan = dataclasses.replace(with_previous_ids(plan, manifest), sources_file=SOURCES_NAME)
     except (PlanError, LatestPointerError, OSError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED
