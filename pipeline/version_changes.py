@@ -44,7 +44,7 @@ class VersionChanges:
     numbers: tuple[NumberDrift, ...] = ()
     sources: SourceChanges | None = None
     sources_unread: str = ""  # why the sources were not compared
-    input: str = ""  # the input the sources were listed below, left off the paths shown
+    input: str = ""  # the folder the sources were listed below, left off the paths shown
 
 
 def version_changes(folder: str, manifest: Manifest) -> VersionChanges | None:
@@ -71,7 +71,7 @@ def version_changes(folder: str, manifest: Manifest) -> VersionChanges | None:
         else (),
         sources=sources,
         sources_unread=unread,
-        input=str(manifest.inputs.get("input", "")),
+        input=_listed_below(str(manifest.inputs.get("input", ""))),
     )
 
 
@@ -108,6 +108,11 @@ def _counts(before: Manifest, after: Manifest) -> list[tuple[str, int | None, in
         for label in sorted(was_labels.keys() | now_labels.keys()):
             counts.append((f"{name} / {label}", was_labels.get(label, 0), now_labels.get(label, 0)))
     return counts
+
+
+def _listed_below(source: str) -> str:
+    """The folder an input is listed below: a table's pattern lists its literal folder."""
+    return storage.pattern_root(source) if storage.has_wildcard(source) else source
 
 
 def shown_path(path: str, changes: VersionChanges) -> str:

@@ -73,6 +73,7 @@ def test_a_retyped_csv_column_is_shown_and_the_held_version_says_how_to_promote_
     assert done.returncode == 0, done.stderr
     assert "column x: float32 -> string" in done.stdout
     assert "sources: 1 added, 0 removed, 1 changed" in done.stdout
+    assert "added: part-1.csv" in done.stdout and "changed: part-0.csv" in done.stdout
     promote = f"python -m pipeline refresh --output {root} --promote {held}"
     assert "held: LATEST was not moved" in done.stdout and promote in done.stdout
     browser = chromium("--dump-dom", page.as_uri())
