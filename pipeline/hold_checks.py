@@ -32,8 +32,11 @@ def held_checks(
     they were) is compared by its manifest only."""
     if not hold.enabled:
         return []
-    lines = _records(before, after, hold) + _classes(before, after, hold) + _columns(before, after)
+    lines = _records(before, after, hold) + _classes(before, after) + _columns(before, after)
     lines += _errors(before, after, hold)
+    if min(before.counts.written, after.counts.written) < hold.min_records:
+        return lines
+    lines += _labels(before, after, hold)
     if before_statistics is not None and after.kind == "csv":  # an image's sizes are no column of the data
         lines += _numbers(before_statistics, after_statistics, hold)
     return lines
@@ -71,20 +74,23 @@ def label_distance(before: Manifest, after: Manifest) -> LabelDrift:
     return LabelDrift(value, _share(was, value), _share(now, value), distance)
 
 
-def _classes(before: Manifest, after: Manifest, hold: HoldConfig) -> list[str]:
+def _classes(before: Manifest, after: Manifest) -> list[str]:
     was, now = _label_totals(before), _label_totals(after)
-    lines = [
+    return [
         f"class {label!r}: {n:,} records -> none (it disappeared)"
         for label, n in sorted(was.items())
         if label not in now
     ]
+
+
+def _labels(before: Manifest, after: Manifest, hold: HoldConfig) -> list[str]:
     drift = label_distance(before, after)
-    if drift.distance > hold.label_linf:
-        lines.append(
-            f"label distribution: class {drift.label!r} {drift.before:.1%} -> {drift.after:.1%} of the records "
-            f"(L-infinity distance {drift.distance:.3f}, more than hold.label_linf {hold.label_linf})"
-        )
-    return lines
+    if drift.distance <= hold.label_linf:
+        return []
+    return [
+        f"label distribution: class {drift.label!r} {drift.before:.1%} -> {drift.after:.1%} of the records "
+        f"(L-infinity distance {drift.distance:.3f}, more than hold.label_linf {hold.label_linf})"
+    ]
 
 
 def _share(counts: Mapping[str, int], value: str) -> float:

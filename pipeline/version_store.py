@@ -104,13 +104,17 @@ def _delete_version(root: str, version: str, fence: Fence | None) -> bool:
 def held_version(root: str, latest: str | None) -> tuple[str, Manifest] | None:
     """The newest committed version after the one LATEST names, with its manifest, when it was
     held (nobody has promoted it, and no later refresh was published past it); None otherwise."""
-    since = version_time(latest) if latest is not None and is_version(latest) else None
+    if latest is None or not is_version(latest):  # no LATEST (a first refresh, or started afresh): none held
+        return None
     states = version_states(root)
-    newer = [v for v, state in states.items() if state == "complete" and (since is None or version_time(v) > since)]
+    newer = [v for v, s in states.items() if s == "complete" and version_time(v) > version_time(latest)]
     if not newer:
         return None
     version = max(newer, key=version_time)
-    manifest = read_manifest(join(root, version), storage.text_reader(root))
+    try:
+        manifest = read_manifest(join(root, version), storage.text_reader(root))
+    except ManifestError:  # no version a refresh held: it wrote its manifest
+        return None
     return (version, manifest) if manifest.held else None
 
 

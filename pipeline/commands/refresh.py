@@ -180,14 +180,15 @@ def _report_still_held(message: str) -> None:
     raise VersionHeld(message)
 
 
-def _stage_unchanged_job(beam_args: list[str], message: str, still_held: bool = False) -> None:
-    """A Flex Template launch must stage a job (the launcher fails without one): a one-step job
-    that only reports the skip, touching no data; it fails when the version it skips is held, so
-    that alerting on failed jobs keeps seeing it until a person decides."""
+def unchanged_job(beam_args: list[str], message: str, still_held: bool = False) -> beam.Pipeline:
+    """What a Flex Template launch stages when there is nothing to convert (the launcher fails
+    without a job): a one-step job that only reports the skip, touching no data; it fails when the
+    version it skips is held, so that alerting on failed jobs keeps seeing it until a person
+    decides."""
     p = make_pipeline(pipeline_options(beam_args))
     report = _report_still_held if still_held else _report_unchanged
     _ = p | "NothingChanged" >> beam.Create([message]) | "Report" >> beam.Map(report)
-    p.run()
+    return p
 
 
 def _held_lines(root: str, version: str, manifest: Manifest, previous: str | None) -> list[str]:
@@ -303,14 +304,14 @@ def _refresh(
             if message:
                 show(message)
                 if stages_only(pipeline_options(beam_args)):
-                    _stage_unchanged_job(beam_args, message)
+                    unchanged_job(beam_args, message).run()
                 return 0
             held = held_version(root, previous)
             if held is not None and unchanged_since(root, *held, plan, config):
                 lines = _held_lines(root, *held, previous)
                 show("Nothing changed since the last refresh, whose version is held.", *lines)
                 if stages_only(pipeline_options(beam_args)):
-                    _stage_unchanged_job(beam_args, " ".join(lines), still_held=True)
+                    unchanged_job(beam_args, " ".join(lines), still_held=True).run()
                 return EXIT_HELD
             publication.prepare()
             listed.write(join(publication.folder, SOURCES_NAME))  # checked and named by the job's last step

@@ -242,6 +242,7 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
         "hold": {
             "enabled": True,
             "records_drop": 0.2,
+            "min_records": 1000,
             "label_linf": 0.1,
             "numeric_js": 0.1,
             "error_growth": 3.0,

@@ -96,3 +96,20 @@ def test_errors_are_held_when_several_times_the_previous_fraction(was, now):
 def test_holding_can_be_turned_off():
     off = HoldConfig(enabled=False)
     assert held_checks(manifest({"cat": 500}), manifest({"dog": 5}), None, None, off) == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(records=st.integers(20, 999), moved=st.floats(0.15, 0.5), seed=st.integers(0, 2**32 - 1))
+def test_distributions_of_fewer_records_than_min_records_are_not_compared(records, moved, seed):
+    """A few sources added to a small dataset move a class's share past any bound: below
+    hold.min_records only what no sample size excuses holds (records, classes, columns, errors)."""
+    half = records // 2
+    shifted = round(records * moved)
+    before, after = (
+        manifest({"cat": half, "dog": records - half}),
+        manifest({"cat": half + shifted, "dog": records - half - shifted}),
+    )
+    numbers = statistics(0, records, seed), statistics(3, records, seed + 1)
+    assert [line for line in held_checks(before, after, *numbers, HOLD) if not line.startswith("records")] == []
+    compared = held_checks(before, after, *numbers, HoldConfig(min_records=0))
+    assert any(line.startswith("label distribution") for line in compared), compared
