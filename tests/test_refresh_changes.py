@@ -55,6 +55,12 @@ def test_the_report_of_a_refresh_shows_what_changed_in_a_browser(tmp_path):
     assert f'<td>train / circle</td><td class="n">{before:,}</td><td class="n">{after:,}</td>' in dom
     assert 'id="label-distance">' in dom and "Jensen-Shannon divergence" in dom
 
+    shutil.rmtree(root / versions[0])  # as retention would: the version is still shown, not compared
+    done = run_pipeline(["inspect", str(root), "--report", str(page)])
+    assert done.returncode == 0, done.stderr
+    assert f"since version {versions[0]}: not compared, " in done.stdout
+    assert "Not compared: " in page.read_text()
+
 
 def test_a_retyped_csv_column_is_shown_and_the_held_version_says_how_to_promote_it(tmp_path):
     source, root = tmp_path / "table", tmp_path / "root"
