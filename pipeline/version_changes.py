@@ -18,6 +18,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from core import storage
 from core.contract.layout import join
 from core.contract.manifest import Manifest, ManifestError, read_manifest
+from core.contract.versions import is_version
 from pipeline.hold_checks import (
     ColumnChange,
     LabelDrift,
@@ -53,6 +54,8 @@ def version_changes(folder: str, manifest: Manifest) -> VersionChanges | None:
     version = manifest.previous_version
     if not version:
         return None
+    if not is_version(version):  # the manifest is read as it is: a name it gives is never a path
+        return VersionChanges(version, unavailable=f"{version!r} is not a version's name")
     root = storage.parent(folder)
     previous = join(root, version)
     try:
