@@ -227,7 +227,7 @@ class HoldConfig(pydantic.BaseModel):
     records_drop: Annotated[Float, Field(ge=0, le=1)] = 0.2
     # the distribution checks below apply when both versions hold at least this many records:
     # under it, a few sources added or removed move a class's share past any useful bound
-    min_records: Annotated[Int, Field(ge=0)] = 1000
+    min_records: Annotated[Int, Field(ge=0, le=10**12)] = 1000
     # the label distribution's L-infinity distance (the largest change in one class's share)
     label_linf: Annotated[Float, Field(ge=0, le=1)] = 0.1
     # a number column's approximate Jensen-Shannon divergence (base 2: 0 to 1), in any split

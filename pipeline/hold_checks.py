@@ -4,11 +4,14 @@ upstream job half emptied, a class folder renamed or a column written as text wo
 become every trainer's data. Each check that fails is one line, `what: before -> after (why)`.
 
 Pure: it compares two manifests and their statistics (transforms.dataset_statistics), as
-pipeline.drift measures distributions, against the thresholds of the `hold` settings."""
+pipeline.drift measures distributions, against the thresholds of the `hold` settings. The
+comparisons themselves (`column_changes`, `label_distance`, `number_divergences`) are also what a
+version's report shows of every change (pipeline.version_changes), held or not."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
@@ -55,6 +58,22 @@ def _label_totals(manifest: Manifest) -> dict[str, int]:
     return totals
 
 
+class LabelDrift(NamedTuple):
+    """The class whose share of the records changed most, its shares before and after, and the
+    L-infinity distance (that change)."""
+
+    label: str
+    before: float
+    after: float
+    distance: float
+
+
+def label_distance(before: Manifest, after: Manifest) -> LabelDrift:
+    was, now = _label_totals(before), _label_totals(after)
+    value, distance = linf_distance(was, now)
+    return LabelDrift(value, _share(was, value), _share(now, value), distance)
+
+
 def _classes(before: Manifest, after: Manifest) -> list[str]:
     was, now = _label_totals(before), _label_totals(after)
     return [
@@ -65,28 +84,45 @@ def _classes(before: Manifest, after: Manifest) -> list[str]:
 
 
 def _labels(before: Manifest, after: Manifest, hold: HoldConfig) -> list[str]:
-    was, now = _label_totals(before), _label_totals(after)
-    value, distance = linf_distance(was, now)
-    if distance <= hold.label_linf:
+    drift = label_distance(before, after)
+    if drift.distance <= hold.label_linf:
         return []
     return [
-        f"label distribution: class {value!r} {_share(was, value):.1%} -> {_share(now, value):.1%} of the records "
-        f"(L-infinity distance {distance:.3f}, more than hold.label_linf {hold.label_linf})"
+        f"label distribution: class {drift.label!r} {drift.before:.1%} -> {drift.after:.1%} of the records "
+        f"(L-infinity distance {drift.distance:.3f}, more than hold.label_linf {hold.label_linf})"
     ]
 
 
 def _share(counts: Mapping[str, int], value: str) -> float:
-    return counts.get(value, 0) / sum(counts.values())
+    total = sum(counts.values())
+    return counts.get(value, 0) / total if total else 0.0
+
+
+class ColumnChange(NamedTuple):
+    """A column added (`before` ""), removed (`after` "") or retyped: its dtypes."""
+
+    name: str
+    before: str
+    after: str
+
+
+def column_changes(before: Manifest, after: Manifest) -> list[ColumnChange]:
+    """The columns (features) added, removed or retyped, by name."""
+    changes = []
+    for name in sorted(before.features.keys() | after.features.keys()):
+        was, now = before.features.get(name), after.features.get(name)
+        if was is None or now is None or was.dtype != now.dtype:
+            changes.append(ColumnChange(name, was.dtype if was else "", now.dtype if now else ""))
+    return changes
 
 
 def _columns(before: Manifest, after: Manifest) -> list[str]:
     lines = []
-    for name, feature in sorted(before.features.items()):
-        found = after.features.get(name)
-        if found is None:
-            lines.append(f"column {name!r}: {feature.dtype} -> none (it disappeared)")
-        elif found.dtype != feature.dtype:
-            lines.append(f"column {name!r}: {feature.dtype} -> {found.dtype} (its type changed)")
+    for change in column_changes(before, after):
+        if not change.after:
+            lines.append(f"column {change.name!r}: {change.before} -> none (it disappeared)")
+        elif change.before:
+            lines.append(f"column {change.name!r}: {change.before} -> {change.after} (its type changed)")
     return lines
 
 
@@ -100,23 +136,44 @@ def _errors(before: Manifest, after: Manifest, hold: HoldConfig) -> list[str]:
     ]
 
 
+class NumberDrift(NamedTuple):
+    """A number column of one split in both versions, and the Jensen-Shannon divergence of its
+    histograms."""
+
+    split: str
+    name: str
+    before: statistics_pb2.NumericStatistics
+    after: statistics_pb2.NumericStatistics
+    divergence: float
+
+
+def number_divergences(
+    before: statistics_pb2.DatasetFeatureStatisticsList,
+    after: statistics_pb2.DatasetFeatureStatisticsList,
+) -> list[NumberDrift]:
+    """Each number column of a split both versions have, by split and name; one whose histogram
+    is empty on either side is left out."""
+    drifts = []
+    was, now = _number_columns(before), _number_columns(after)
+    for key in sorted(was.keys() & now.keys()):
+        a, b = was[key], now[key]
+        divergence = js_divergence(_standard(a), _standard(b))
+        if divergence is not None:
+            drifts.append(NumberDrift(*key, a, b, divergence))
+    return drifts
+
+
 def _numbers(
     before: statistics_pb2.DatasetFeatureStatisticsList,
     after: statistics_pb2.DatasetFeatureStatisticsList,
     hold: HoldConfig,
 ) -> list[str]:
-    lines = []
-    was, now = _number_columns(before), _number_columns(after)
-    for key in sorted(was.keys() & now.keys()):
-        a, b = was[key], now[key]
-        divergence = js_divergence(_standard(a), _standard(b))
-        if divergence is not None and divergence > hold.numeric_js:
-            split, name = key
-            lines.append(
-                f"column {name!r} in {split}: median {a.median:g} -> {b.median:g}, mean {a.mean:g} -> {b.mean:g} "
-                f"(Jensen-Shannon divergence {divergence:.3f}, more than hold.numeric_js {hold.numeric_js})"
-            )
-    return lines
+    return [
+        f"column {d.name!r} in {d.split}: median {d.before.median:g} -> {d.after.median:g}, mean {d.before.mean:g} -> "
+        f"{d.after.mean:g} (Jensen-Shannon divergence {d.divergence:.3f}, more than hold.numeric_js {hold.numeric_js})"
+        for d in number_divergences(before, after)
+        if d.divergence > hold.numeric_js
+    ]
 
 
 def _number_columns(

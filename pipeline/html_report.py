@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import io
 from collections.abc import Sequence
 
@@ -27,6 +28,7 @@ from pipeline.report import first_errors
 from pipeline.shard_records import read_shard
 from pipeline.statistics_file import read_statistics
 from pipeline.tfrecord_reader import RecordError
+from pipeline.version_changes import VersionChanges, held_lines, shown_path
 from transforms.example_proto import Example
 
 TOP_SHOWN = 12  # most common values of a column shown
@@ -45,19 +47,21 @@ class ReportPage:
     statistics: statistics_pb2.DatasetFeatureStatisticsList | None
     first_errors: Sequence[dict] = ()  # pipeline.report.first_errors
     thumbnails: Sequence[tuple[str, Sequence[str]]] = ()  # (label, data: URIs of its examples)
-    previous: Manifest | None = None  # a refresh version's previous version
-    held: Sequence[str] = ()  # pipeline.hold_checks' lines, for a held version
-    promote: str = ""  # the command that promotes a held version
+    changes: VersionChanges | None = None  # a refresh version's, since its previous version
+    held: Sequence[str] = ()  # a held version's checks and what to do (version_changes.held_lines)
 
 
-def write_report(folder: str, manifest: Manifest, path: str) -> None:
-    """Writes the report of the dataset in `folder` to `path` (a local file or gs:// object)."""
+def write_report(folder: str, manifest: Manifest, path: str, changes: VersionChanges | None = None) -> None:
+    """Writes the report of the dataset in `folder` to `path` (a local file or gs:// object), with
+    the `changes` of a refresh version since its previous one (pipeline.version_changes)."""
     page = ReportPage(
         folder,
         manifest,
         read_statistics(folder, manifest),
         first_errors(folder, manifest, ERRORS_SHOWN)[0],
         example_thumbnails(folder, manifest),
+        changes,
+        held_lines(folder, manifest),
     )
     storage.write_atomically(path, render(page))
 
@@ -125,9 +129,9 @@ def render(page: ReportPage) -> str:
         error_files=m.error_files,
         thumbnails=list(page.thumbnails),
         warnings=m.warnings,
-        changes=_changes(page.previous, m) if page.previous is not None else None,
+        changes=page.changes,
+        shown_path=functools.partial(shown_path, changes=page.changes),
         held=list(page.held),
-        promote=page.promote,
     )
 
 
@@ -177,27 +181,3 @@ def _number_column(dataset, name: str, stats: statistics_pb2.NumericStatistics) 
         "missing": stats.common_stats.num_missing,
         "deciles": [f"{edge:.4g}" for edge in edges],
     }
-
-
-def _changes(before: Manifest, after: Manifest) -> dict:
-    """Records per split and label, before -> after, and the columns added, removed or retyped."""
-    counts = [("records", f"{before.counts.written:,}", f"{after.counts.written:,}")]
-    counts += [("errors", f"{before.counts.errors:,}", f"{after.counts.errors:,}")]
-    for name in sorted(before.splits.keys() | after.splits.keys()):
-        was, now = before.splits.get(name), after.splits.get(name)
-        counts.append((f"{name}", f"{was.records:,}" if was else "-", f"{now.records:,}" if now else "-"))
-        labels = (was.label_counts if was else {}).keys() | (now.label_counts if now else {}).keys()
-        for label in sorted(labels):
-            a = was.label_counts.get(label, 0) if was else 0
-            b = now.label_counts.get(label, 0) if now else 0
-            counts.append((f"{name} / {label}", f"{a:,}", f"{b:,}"))
-    lines = []
-    for name in sorted(before.features.keys() | after.features.keys()):
-        was, now = before.features.get(name), after.features.get(name)
-        if was is None:
-            lines.append(f"column {name} added ({now.dtype})")
-        elif now is None:
-            lines.append(f"column {name} removed (was {was.dtype})")
-        elif was.dtype != now.dtype:
-            lines.append(f"column {name}: {was.dtype} -> {now.dtype}")
-    return {"counts": counts, "lines": lines}

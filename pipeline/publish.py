@@ -26,6 +26,7 @@ from core.contract.layout import (
     INDEX_FOLDER,
     MANIFEST_NAME,
     REJECTED_MANIFEST_NAME,
+    SOURCES_NAME,
     STATISTICS_NAME,
     UNCOMPRESSED,
     index_file,
@@ -44,6 +45,7 @@ from pipeline.label_map import (
 from pipeline.planning import Plan
 from pipeline.readback import shard_problems
 from pipeline.shard_check import ShardCount
+from pipeline.source_list import sources_problems
 from pipeline.statistics_file import statistics_bytes, statistics_problems
 from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
 from transforms import stopping
@@ -104,10 +106,10 @@ class RunRejectedError(JobOutcome):
 def write_rejection(folder: str, manifest: Manifest) -> None:
     """An untrusted run, in its own `folder` (made new by it): manifest.rejected.json (never
     manifest.json) and its error report stay; its shards (and indexes) go, so nothing can read
-    them as data."""
+    them as data, and so does a refresh's sources file, which only a published version keeps."""
     storage.write_atomically(join(folder, REJECTED_MANIFEST_NAME), manifest.to_json())
     records = [join(folder, f) for split in manifest.splits.values() for f in (*split.shards, *split.index_files)]
-    storage.delete([*records, join(folder, INDEX_FOLDER)], OwnFolder(folder))
+    storage.delete([*records, join(folder, INDEX_FOLDER), join(folder, SOURCES_NAME)], OwnFolder(folder))
 
 
 def report_rejection(folder: str, manifest: Manifest, fail_job: bool) -> None:
@@ -294,11 +296,16 @@ class PublishManifest(beam.DoFn):
         )
         statistics = statistics_bytes(summary.statistics)
         found = problems(self.plan, manifest, counted, shard_files) + statistics_problems(statistics, manifest)
+        if self.plan.sources_file:  # a refresh's, written by its launcher into the version
+            listed = join(self.publication.folder, self.plan.sources_file)
+            found += sources_problems(listed, self.publication.folder, self.plan.listing)
         try:
             if found:  # a rejected run keeps its error report only
                 self.publication.publish(dataclasses.replace(manifest, rejected=tuple(found)))
             else:
-                manifest = dataclasses.replace(manifest, statistics_file=STATISTICS_NAME)
+                manifest = dataclasses.replace(
+                    manifest, statistics_file=STATISTICS_NAME, sources_file=self.plan.sources_file
+                )
                 self.publication.publish(manifest, {STATISTICS_NAME: statistics})
         except JobOutcome:
             if self.publication.job_lease is not None:

@@ -24,6 +24,7 @@ from apache_beam.internal import pickler
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
+from core.contract.layout import SOURCES_NAME
 from core.contract.versions import LATEST_NAME
 from pipeline.build import build_pipeline
 from pipeline.cli import main
@@ -467,7 +468,9 @@ def test_refresh_launched_as_a_template_stages_a_job_that_moves_latest_itself(gc
     publication = _publication(proto)
     assert isinstance(publication, VersionPublication) and (publication.root, publication.keep) == (root, 3)
     assert publication.unattended
-    assert not gcs_emulator.list_uris(root + "/")  # nothing written before the job runs
+    # Nothing is written before the job runs but the sources the launcher listed, in the version's
+    # folder, which the job checks and its manifest names (pipeline.source_list).
+    assert gcs_emulator.list_uris(root + "/") == [f"{publication.folder}/{SOURCES_NAME}"]
 
     # Publish a version for real (local runner), then launch again with the input unchanged: the
     # launcher stages a one-step job that only reports "nothing changed", and writes nothing.

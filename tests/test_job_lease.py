@@ -217,9 +217,10 @@ def test_a_lease_a_killed_job_left_is_taken_over_once_stale(gcs):
     left = Holder.this_process("killed-run", started, 300)
     left = Holder(left.run, "dataflow-worker-0", 4242, left.started, left.expires)
     token = storage.create_exclusive(path, left.to_bytes())
+    staged = listing(emulator, publication.folder)  # what the launcher wrote: the version's sources file
     with pytest.raises(Exception, match="run killed-run"):  # not expired yet: refused
         run_staged(proto)
-    assert not emulator.list_uris(f"{publication.folder}/") and latest_version(root) is None
+    assert listing(emulator, publication.folder) == staged and latest_version(root) is None
 
     expired = Holder.this_process("killed-run", started, LEASE_SECONDS)  # as it is once `lease_seconds` passed
     assert storage.replace_if_unchanged(path, dataclasses.replace(left, expires=expired.expires).to_bytes(), token)

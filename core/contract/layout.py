@@ -32,6 +32,7 @@ TEMPORARY_SUFFIX = ".tmp"  # written, then renamed into place
 ERRORS_PREFIX = "errors"
 COPIES_PREFIX = "copies"
 STATISTICS_NAME = "statistics.pb"  # pipeline.statistics_file
+SOURCES_NAME = "sources.jsonl.gz"  # a refresh version's sources: pipeline.source_list
 SHARD_PARTS_FOLDER = ".shard-parts"  # transforms.shard_parts; gone once the shards are final
 STAGING_PREFIX = ".staging-"  # + the run's name (core.contract.versions.new_run)
 _TEMPORARY = re.compile(r"\.(.+)\.[A-Za-z0-9_]+" + re.escape(TEMPORARY_SUFFIX), re.DOTALL)

@@ -190,9 +190,10 @@ class Manifest:
 
     @property
     def report_files(self) -> tuple[str, ...]:
-        """The reports written beside the records: the error files, the copies files and the
-        statistics."""
-        return (*self.error_files, *self.copies_files, *([self.statistics_file] if self.statistics_file else []))
+        """The reports written beside the records: the error files, the copies files, the
+        statistics and the sources."""
+        named = (self.statistics_file, self.sources_file)
+        return (*self.error_files, *self.copies_files, *(name for name in named if name))
 
     def __post_init__(self):
         _check_contained("the manifest", (*self.report_files, *self.metadata_files))

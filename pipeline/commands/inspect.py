@@ -4,7 +4,9 @@ Shows what a converted dataset (local folder or gs:// prefix) holds: the manifes
 shards, sizes, features, labels and error counts with the first reasons from the error reports
 (pipeline.report). `--verify` reads and checks every record (pipeline.verify) and exits 1 on any
 problem, naming its shard and record; `--contact_sheet` draws sample images (pipeline.contact_sheet);
-`--report` writes one self-contained HTML page of the dataset (pipeline.html_report).
+`--report` writes one self-contained HTML page of the dataset (pipeline.html_report). A refresh
+version is shown with what changed since the version before it (pipeline.version_changes) and,
+when a drift check held it, the checks and the command that promotes it.
 
 DEST may be a refresh ROOT: inspect follows ROOT/LATEST to the version it names, as the trainer
 does. A folder holding only manifest.rejected.json (a run that must not be trusted) is shown as
@@ -33,6 +35,7 @@ from pipeline.flags import DEBUG_HELP, OneLineParser, command_name
 from pipeline.html_report import write_report
 from pipeline.report import dataset_summary, error_lines, rejected_summary
 from pipeline.verify import unlisted_warnings, verify
+from pipeline.version_changes import change_lines, held_lines, version_changes
 
 MAX_PROBLEMS_SHOWN = 50
 DEFAULT_SAMPLES = 16
@@ -119,10 +122,13 @@ def main(argv: list[str]) -> int:
     try:
         folder = _resolve(args.dest)
         manifest = read_manifest(folder, storage.text_reader(args.dest))
+        changes = version_changes(folder, manifest)
         show(
             *dataset_summary(folder, manifest),
             *(f"  warning: {warning}" for warning in unlisted_warnings(folder, manifest)),
             *error_lines(folder, manifest),
+            *(change_lines(changes) if changes else ()),
+            *held_lines(folder, manifest),
         )
         status = _verify(folder, manifest) if args.verify else 0
         if args.contact_sheet:
@@ -130,7 +136,7 @@ def main(argv: list[str]) -> int:
             columns, rows = grid_shape(tiles)
             show(f"contact sheet: {args.contact_sheet} ({tiles} image(s), {columns}x{rows} grid)")
         if args.report:
-            write_report(folder, manifest, args.report)
+            write_report(folder, manifest, args.report, changes)
             show(f"report: {args.report} (open it in a browser)")
         return status
     except ManifestRejectedError as e:

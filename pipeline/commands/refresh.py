@@ -1,7 +1,10 @@
 """`python -m pipeline refresh --input SRC --output ROOT [conversion flags] [--keep K]`: publish a
 new version of a dataset (the layout of ROOT: pipeline.version_store).
 
-A refresh lists SRC first. When the listing (paths, sizes, mtimes/generations: its fingerprint)
+A refresh lists SRC first, keeping each entry (pipeline.source_list) for the version's
+sources.jsonl.gz, written into its folder before the job runs and checked by its last step; the
+manifest names it and the version LATEST named (`previous_version`), which `inspect` compares it
+with (pipeline.version_changes). When the listing (paths, sizes, mtimes/generations: its fingerprint)
 and the settings are those of the version LATEST names, it prints "nothing changed" and exits 0
 without writing anything. Otherwise it converts into ROOT/<UTC timestamp>/ (a name after every
 version of ROOT, whatever the clock says: contract.versions.next_version) and the job's last
@@ -40,7 +43,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from core import storage
-from core.contract.layout import join
+from core.contract.layout import SOURCES_NAME, join
 from core.contract.manifest import Manifest, ManifestError, read_manifest
 from core.contract.versions import LatestPointerError, new_run, next_version
 from core.shown import show
@@ -70,6 +73,7 @@ from pipeline.runners import (
     runner_of,
     runs_here,
 )
+from pipeline.source_list import SourceList
 from pipeline.version_store import (
     NotPromotable,
     VersionHeld,
@@ -288,28 +292,33 @@ def _refresh(
             root, version, run, keep, unattended, previous, config.hold, lease_seconds=config.lease_seconds
         )
         config = config.model_copy(update={"output": publication.folder, "overwrite": False})
-        plan = make_plan(
-            config, hand_over=runs_here(beam_args), local_files=reads_local_files(PipelineOptions(beam_args))
-        )
-        if lease.held:  # under the lease no run writes but this one: what has no manifest, a dead run left
-            with Fence(root, run) as fence:
-                remove_unfinished_versions(root, fence)
-        manifest = previous_manifest(root, previous)
-        message = unchanged_since(root, previous, manifest, plan, config) if manifest else None
-        if message:
-            show(message)
-            if stages_only(pipeline_options(beam_args)):
-                unchanged_job(beam_args, message).run()
-            return 0
-        held = held_version(root, previous)
-        if held is not None and unchanged_since(root, *held, plan, config):
-            lines = _held_lines(root, *held, previous)
-            show("Nothing changed since the last refresh, whose version is held.", *lines)
-            if stages_only(pipeline_options(beam_args)):
-                unchanged_job(beam_args, " ".join(lines), still_held=True).run()
-            return EXIT_HELD
-        publication.prepare()
-        plan = with_previous_ids(plan, manifest)
+        with SourceList() as listed:
+            plan = make_plan(
+                config,
+                hand_over=runs_here(beam_args),
+                local_files=reads_local_files(PipelineOptions(beam_args)),
+                listed=listed,
+            )
+            if lease.held:  # under the lease no run writes but this one: what has no manifest, a dead run left
+                with Fence(root, run) as fence:
+                    remove_unfinished_versions(root, fence)
+            manifest = previous_manifest(root, previous)
+            message = unchanged_since(root, previous, manifest, plan, config) if manifest else None
+            if message:
+                show(message)
+                if stages_only(pipeline_options(beam_args)):
+                    unchanged_job(beam_args, message).run()
+                return 0
+            held = held_version(root, previous)
+            if held is not None and unchanged_since(root, *held, plan, config):
+                lines = _held_lines(root, *held, previous)
+                show("Nothing changed since the last refresh, whose version is held.", *lines)
+                if stages_only(pipeline_options(beam_args)):
+                    unchanged_job(beam_args, " ".join(lines), still_held=True).run()
+                return EXIT_HELD
+            publication.prepare()
+            listed.write(join(publication.folder, SOURCES_NAME))  # checked and named by the job's last step
+        plan = dataclasses.replace(with_previous_ids(plan, manifest), sources_file=SOURCES_NAME)
     except (PlanError, LatestPointerError, OSError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED
