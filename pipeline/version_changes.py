@@ -164,8 +164,8 @@ def _count(n: int | None) -> str:
 
 
 def held_lines(folder: str, manifest: Manifest) -> list[str]:
-    """A held version's checks, and how to promote it, or that it was promoted since; none for a
-    version that was not held."""
+    """A held version's checks (indented), and how to promote it, or that it was promoted since;
+    none for a version that was not held."""
     if not manifest.held:
         return []
     root, version = storage.parent(folder), storage.basename(folder)
@@ -176,7 +176,7 @@ def held_lines(folder: str, manifest: Manifest) -> list[str]:
         f"held: LATEST was not moved to version {version}; {root}/LATEST stays at {previous}. The drift checks it "
         f"failed against {previous}:",
         *_indented(manifest),
-        f"  once you have looked at it (python -m pipeline inspect {folder} --report report.html): "
+        f"Once you have looked at it (python -m pipeline inspect {folder} --report report.html): "
         f"{promote_command(root, version)}",
     ]
 

@@ -45,7 +45,7 @@ def test_a_refresh_that_lost_a_class_is_held_until_a_person_promotes_it(tmp_path
     manifest = load_manifest(root / version)
     assert manifest.previous_version == first
     assert "class 'circle': 4 records -> none (it disappeared)" in manifest.held
-    assert "records: 12 -> 8 (down 33%, more than hold.records_drop 20%)" in manifest.held
+    assert "records: 12 -> 8 (down 33.3%, more than hold.records_drop 20%)" in manifest.held
     assert (
         f"held: LATEST was not moved to version {version}; {root}/LATEST stays at {first}. The drift checks it "
         f"failed against {first}:\n" in held.stdout
