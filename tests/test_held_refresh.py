@@ -60,6 +60,11 @@ def test_a_refresh_that_lost_a_class_is_held_until_a_person_promotes_it(tmp_path
     assert again.returncode == 4 and "Nothing changed since the last refresh, whose version is held." in again.stdout
     assert set(version_states(str(root))) == {first, version} and _latest(root) == first
 
+    shown = run_pipeline(["inspect", root])  # follows LATEST, and says a newer version waits
+    assert f"{root} also holds version {version}, newer, held: python -m pipeline inspect {root}/{version}" in (
+        shown.stdout
+    )
+
     promoted = run_pipeline(promote.split()[3:])
     assert promoted.returncode == 0, promoted.stderr[-3000:]
     assert f"Promoted version {version}: {root}/LATEST -> {version} (was {first})" in promoted.stdout
