@@ -47,7 +47,7 @@ def _records(before: Manifest, after: Manifest, hold: HoldConfig) -> list[str]:
     drop = (was - now) / was if was else 0.0
     if drop <= hold.records_drop:
         return []
-    return [f"records: {was:,} -> {now:,} (down {drop:.0%}, more than hold.records_drop {hold.records_drop:.0%})"]
+    return [f"records: {was:,} -> {now:,} (down {drop:.1%}, more than hold.records_drop {hold.records_drop:.0%})"]
 
 
 def _label_totals(manifest: Manifest) -> dict[str, int]:

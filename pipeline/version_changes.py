@@ -164,17 +164,20 @@ def _count(n: int | None) -> str:
 
 
 def held_lines(folder: str, manifest: Manifest) -> list[str]:
-    """A held version's checks, and how to promote it, or that it was promoted since; none for a
-    version that was not held."""
+    """A held version's checks (indented), and how to promote it, or that it was promoted since;
+    none for a version that was not held."""
     if not manifest.held:
         return []
     root, version = storage.parent(folder), storage.basename(folder)
     if latest_version(root) == version:
         return ["held when it was made, for these drift checks, then promoted: LATEST names it", *_indented(manifest)]
+    previous = manifest.previous_version or "none"
     return [
-        "held: LATEST was not moved to this version; the drift checks it failed:",
+        f"held: LATEST was not moved to version {version}; {root}/LATEST stays at {previous}. The drift checks it "
+        f"failed against {previous}:",
         *_indented(manifest),
-        f"  once you have looked: {promote_command(root, version)}",
+        f"Once you have looked at it (python -m pipeline inspect {folder} --report report.html): "
+        f"{promote_command(root, version)}",
     ]
 
 

@@ -46,8 +46,11 @@ def test_a_refresh_that_lost_a_class_is_held_until_a_person_promotes_it(tmp_path
     manifest = load_manifest(root / version)
     assert manifest.previous_version == first
     assert "class 'circle': 4 records -> none (it disappeared)" in manifest.held
-    assert "records: 12 -> 8 (down 33%, more than hold.records_drop 20%)" in manifest.held
-    assert f"Held version {version}: {root}/LATEST stays at {first}. It drifted from {first}:" in held.stdout
+    assert "records: 12 -> 8 (down 33.3%, more than hold.records_drop 20%)" in manifest.held
+    assert (
+        f"held: LATEST was not moved to version {version}; {root}/LATEST stays at {first}. The drift checks it "
+        f"failed against {first}:\n" in held.stdout
+    )
     for line in manifest.held:
         assert f"  {line}\n" in held.stdout
     promote = f"python -m pipeline refresh --output {root} --promote {version}"
@@ -57,6 +60,11 @@ def test_a_refresh_that_lost_a_class_is_held_until_a_person_promotes_it(tmp_path
     again = run_pipeline(["refresh", "--input", source, "--output", root])
     assert again.returncode == 4 and "Nothing changed since the last refresh, whose version is held." in again.stdout
     assert set(version_states(str(root))) == {first, version} and _latest(root) == first
+
+    shown = run_pipeline(["inspect", root])  # follows LATEST, and says a newer version waits
+    assert f"{root} also holds version {version}, newer, held: python -m pipeline inspect {root}/{version}" in (
+        shown.stdout
+    )
 
     promoted = run_pipeline(promote.split()[3:])
     assert promoted.returncode == 0, promoted.stderr[-3000:]

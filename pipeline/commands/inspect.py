@@ -24,7 +24,7 @@ import sys
 
 from core import storage
 from core.contract.folders import FolderKindError, dataset_folder
-from core.contract.layout import ARRAY_RECORD
+from core.contract.layout import ARRAY_RECORD, join
 from core.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
 from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
 from core.contract.versions import LatestPointerError
@@ -36,6 +36,7 @@ from pipeline.html_report import write_report
 from pipeline.report import dataset_summary, error_lines, rejected_summary
 from pipeline.verify import unlisted_warnings, verify
 from pipeline.version_changes import change_lines, held_lines, version_changes
+from pipeline.version_store import held_version
 
 MAX_PROBLEMS_SHOWN = 50
 DEFAULT_SAMPLES = 16
@@ -91,7 +92,11 @@ def _resolve(path: str) -> str:
     root, so inspect reads the dataset the trainer would read from the same path."""
     folder = dataset_folder(path, storage.text_reader(path), storage.children)
     if folder != path:
-        show(f"{path.rstrip('/')}/LATEST names version {storage.basename(folder)}: inspecting {folder}")
+        root = path.rstrip("/")
+        show(f"{root}/LATEST names version {storage.basename(folder)}: inspecting {folder}")
+        held = held_version(root, storage.basename(folder))
+        if held is not None:
+            show(f"{root} also holds version {held[0]}, newer, held: python -m pipeline inspect {join(root, held[0])}")
     return folder
 
 

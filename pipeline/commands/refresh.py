@@ -74,6 +74,7 @@ from pipeline.runners import (
     runs_here,
 )
 from pipeline.source_list import SourceList
+from pipeline.version_changes import held_lines
 from pipeline.version_store import (
     NotPromotable,
     VersionHeld,
@@ -81,7 +82,6 @@ from pipeline.version_store import (
     held_version,
     latest_version,
     promote,
-    promote_command,
     remove_unfinished_versions,
     version_states,
 )
@@ -192,16 +192,6 @@ def unchanged_job(beam_args: list[str], message: str, still_held: bool = False) 
     return p
 
 
-def _held_lines(root: str, version: str, manifest: Manifest, previous: str | None) -> list[str]:
-    """What a person reads of a held version: where LATEST stays, each check it failed, what to do."""
-    return [
-        f"Held version {version}: {root}/LATEST stays at {previous}. It drifted from {previous}:",
-        *(f"  {line}" for line in manifest.held),
-        f"Look at it (python -m pipeline inspect {join(root, version)} --report report.html), then publish it "
-        f"with: {promote_command(root, version)}",
-    ]
-
-
 def _run(
     plan: Plan, config: Config, beam_args: list[str], publication: VersionPublication, previous: str | None
 ) -> int:
@@ -224,7 +214,7 @@ def _run(
         return 0
     show(*run_summary(manifest, plan.output, time.monotonic() - started))
     if manifest.held:
-        show(*_held_lines(root, publication.version, manifest, previous))
+        show(*held_lines(publication.folder, manifest))
         return EXIT_HELD
     latest = latest_version(root)
     if latest != publication.version:
@@ -311,7 +301,7 @@ def _refresh(
                 return 0
             held = held_version(root, previous)
             if held is not None and unchanged_since(root, *held, plan, config):
-                lines = _held_lines(root, *held, previous)
+                lines = held_lines(join(root, held[0]), held[1])
                 show("Nothing changed since the last refresh, whose version is held.", *lines)
                 if stages_only(pipeline_options(beam_args)):
                     unchanged_job(beam_args, " ".join(lines), still_held=True).run()
