@@ -271,6 +271,7 @@ class FolderPublication:
     output: str
     run: str
     unattended: bool = False  # a template launch: no lease, and no launcher waits to report a rejection
+    job_lease = None  # a conversion's job takes no lease itself (pipeline.job_lease)
 
     @property
     def folder(self) -> str:

@@ -34,6 +34,7 @@ from core.contract.layout import (
 )
 from core.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
 from core.evidence import OwnFolder
+from pipeline.job_lease import JobLease
 from pipeline.label_map import (
     alike_labels_warnings,
     empty_labels_warnings,
@@ -61,6 +62,7 @@ class Publication(Protocol):
 
     folder: str  # the run's own folder, where the job writes its shards and error report
     run: str  # the run's name (core.contract.versions.new_run), recorded in the manifest
+    job_lease: JobLease | None  # the lease the job takes itself, when nobody waits for it (pipeline.job_lease)
 
     def prepare(self) -> None:
         """Makes the run's own folder, before the job runs."""
@@ -91,9 +93,14 @@ def reader_metadata(folder: str, manifest: Manifest) -> dict[str, str]:
         return {}
 
 
-class RunRejectedError(RuntimeError):
-    """Fails a job whose launcher does not wait for it (a template launch), so a scheduler's
-    alerting on failed jobs sees the rejected run."""
+class JobOutcome(RuntimeError):
+    """Fails a job whose launcher does not wait for it (a template launch) with its run's outcome
+    (rejected, held, not published), so a scheduler's alerting on failed jobs sees it. No retry
+    changes it, so the job's lease goes first (PublishManifest)."""
+
+
+class RunRejectedError(JobOutcome):
+    """The run was rejected."""
 
 
 def write_rejection(folder: str, manifest: Manifest) -> None:
@@ -274,7 +281,9 @@ def passing_budget(error_fraction: float) -> str:
 class PublishManifest(beam.DoFn):
     """Builds the manifest from the run's summary, the shards as read back and the error report,
     and publishes it, with the problems found in `rejected` (`publication` decides what an
-    untrusted run gets)."""
+    untrusted run gets). A job lease is released here when the job fails with its outcome, and by
+    the step after this one when it published (pipeline.job_lease.released): a runner that runs
+    this step again (a retried bundle) finds it still held."""
 
     def __init__(self, plan: Plan, settings: RunSettings, publication: Publication):
         self.plan, self.settings, self.publication = plan, settings, publication
@@ -290,11 +299,16 @@ class PublishManifest(beam.DoFn):
         if self.plan.sources_file:  # a refresh's, written by its launcher into the version
             listed = join(self.publication.folder, self.plan.sources_file)
             found += sources_problems(listed, self.publication.folder, self.plan.listing)
-        if found:  # a rejected run keeps its error report only
-            self.publication.publish(dataclasses.replace(manifest, rejected=tuple(found)))
-        else:
-            manifest = dataclasses.replace(
-                manifest, statistics_file=STATISTICS_NAME, sources_file=self.plan.sources_file
-            )
-            self.publication.publish(manifest, {STATISTICS_NAME: statistics})
+        try:
+            if found:  # a rejected run keeps its error report only
+                self.publication.publish(dataclasses.replace(manifest, rejected=tuple(found)))
+            else:
+                manifest = dataclasses.replace(
+                    manifest, statistics_file=STATISTICS_NAME, sources_file=self.plan.sources_file
+                )
+                self.publication.publish(manifest, {STATISTICS_NAME: statistics})
+        except JobOutcome:
+            if self.publication.job_lease is not None:
+                self.publication.job_lease.release()
+            raise
         yield join(self.plan.output, MANIFEST_NAME)

@@ -6,9 +6,10 @@ ROOT/LATEST), rejecting an untrusted one, retention, and cleaning up after a fai
     ROOT/LATEST              "20250302T020000Z": the newest version that passed its checks
 
 `VersionPublication.publish` runs as the job's last step (so this also holds for a Flex Template
-launch, whose launcher does not wait for the job); it imports no command code, as a worker
-unpickles it. It writes LATEST and deletes versions only inside the run's lease Fence
-(pipeline.lease): a run that lost the lease touches nothing. A version folder that is a link is
+launch, whose launcher does not wait for the job, and whose job takes ROOT's lease itself:
+pipeline.job_lease); it imports no command code, as a worker unpickles it. It writes LATEST and
+deletes versions only inside the run's lease Fence (pipeline.lease): a run that lost the lease
+touches nothing. A version folder that is a link is
 reported and left alone. Names and LATEST parsing: core.contract.
 """
 
@@ -30,8 +31,9 @@ from core.contract.versions import LATEST_NAME, is_run_version, is_version, name
 from core.evidence import OwnFolder, RunFolders
 from pipeline.config import HoldConfig
 from pipeline.hold_checks import held_checks
-from pipeline.lease import LEASE_NAME, Fence
-from pipeline.publish import reader_metadata, report_rejection, write_rejection
+from pipeline.job_lease import JobLease
+from pipeline.lease import LEASE_NAME, LEASE_SECONDS, Fence
+from pipeline.publish import JobOutcome, reader_metadata, report_rejection, write_rejection
 from pipeline.statistics_file import read_statistics
 from transforms.counting import counter
 
@@ -74,7 +76,7 @@ def not_from_refreshes(root: str) -> list[str]:
     ]
 
 
-class VersionHeld(RuntimeError):
+class VersionHeld(JobOutcome):
     """A refresh nobody waits for (a template launch) committed a version but held it: the job
     fails, so that alerting on failed jobs sees it."""
 
@@ -88,7 +90,7 @@ class NotPromotable(ValueError):
     """`refresh --promote VERSION` named no committed version of ROOT."""
 
 
-class NotPublished(RuntimeError):
+class NotPublished(JobOutcome):
     """A refresh made a version that LATEST cannot name (it names a newer one, written without
     this root's lease): the run fails rather than end as if it had published."""
 
@@ -178,13 +180,19 @@ class VersionPublication:
     version: str
     run: str  # the run holding ROOT's lease (pipeline.lease)
     keep: int | None = None
-    unattended: bool = False  # a template launch: no lease, and no launcher waits to report a rejection
+    unattended: bool = False  # a template launch: the job takes the lease, and no launcher waits to report
     previous: str | None = None  # the version LATEST named when the run began: what drift is measured from
     hold: HoldConfig = dataclasses.field(default_factory=HoldConfig)
+    lease_seconds: int = LEASE_SECONDS  # the job's lease's, when it takes one
 
     @property
     def folder(self) -> str:
         return join(self.root, self.version)
+
+    @property
+    def job_lease(self) -> JobLease | None:
+        """ROOT's lease, taken by the job itself when no launcher waits to hold it for the job."""
+        return JobLease(self.root, self.run, self.lease_seconds) if self.unattended else None
 
     def prepare(self) -> None:
         """Makes the version folder, which must not exist (a link planted there stops the run); a
@@ -193,7 +201,7 @@ class VersionPublication:
             storage.make_folder(self.folder)
 
     def publish(self, manifest: Manifest, files: Mapping[str, bytes] | None = None) -> None:
-        with Fence(self.root, self.run, self.unattended) as fence:
+        with Fence(self.root, self.run) as fence:
             if manifest.rejected:
                 write_rejection(self.folder, manifest)
                 report_rejection(self.folder, manifest, fail_job=self.unattended)

@@ -66,6 +66,7 @@ EXCEPTIONS = {
     ("core.storage", "_delete_blob"): "the chokepoint's gs:// delete of one object",
     ("core.storage", "delete_if_unchanged"): "the lease file, only while it holds the token this run wrote",
     ("pipeline.lease", "Lease.release"): "releases the lease by storage.delete_if_unchanged",
+    ("pipeline.job_lease", "JobLease.release"): "releases the job's lease by storage.delete_if_unchanged",
     ("core.local_writes", "create_new"): "the name a writer creates anew in its own folder (a repeated step's file)",
     ("core.local_writes", "replace_atomically"): "its own temporary file, made exclusively, when the write fails",
     ("core.local_writes", "link_into_place"): "its own temporary link, when the rename found the file in place",

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from core.contract.layout import STATISTICS_NAME
 from core.contract.versions import LATEST_NAME
 from pipeline.cli import main
+from pipeline.lease import Lease
 from pipeline.version_store import VersionHeld, VersionPublication, version_states
 from tests.dataset_reader import load_manifest, read_split
 from tests.subprocess_limits import run_pipeline
@@ -139,6 +140,7 @@ def test_a_job_nobody_waits_for_fails_when_its_version_is_held(tmp_path):
     shutil.copytree(root / made, root / version)
     (root / version / "manifest.json").unlink()
     publication = VersionPublication(str(root), version, "r3", unattended=True, previous=first)
+    Lease(str(root), "r3").acquire()  # as the job takes it (pipeline.job_lease)
     with pytest.raises(VersionHeld, match=f"LATEST stays at {first}.*class 'circle'"):
         publication.publish(manifest, {STATISTICS_NAME: statistics})
     assert load_manifest(root / version).held == manifest.held and _latest(root) == first

@@ -23,7 +23,8 @@ step checks the run as `publish.problems` does and then either
 A run that crashes or is interrupted never reaches that step, so LATEST never moves; on local
 failures the refresh deletes its version folder (keeping only the error report and rejected
 manifest, when there are). A refresh that made a version it could not publish never exits 0.
-One refresh per ROOT at a time (ROOT/.lease: pipeline.lease); it deletes version folders left
+One refresh per ROOT at a time (ROOT/.lease: pipeline.lease; a job launched from a template takes
+it itself: pipeline.job_lease); it deletes version folders left
 without any manifest by runs that died, also when the input is unchanged. Splits do not move between
 versions: a source's split is a hash of its path below SRC (transforms.splits), whatever else was
 added. Nor do label ids: a new version keeps the previous one's, new labels after them
@@ -277,7 +278,9 @@ def _refresh(
     try:
         previous = latest_version(root)
         version = next_version([*storage.children(root), previous or ""])
-        publication = VersionPublication(root, version, run, keep, unattended, previous, config.hold)
+        publication = VersionPublication(
+            root, version, run, keep, unattended, previous, config.hold, lease_seconds=config.lease_seconds
+        )
         config = config.model_copy(update={"output": publication.folder, "overwrite": False})
         with SourceList() as listed:
             plan = make_plan(
