@@ -124,15 +124,22 @@ def test_a_table_whose_column_was_retyped_or_moved_is_held(tmp_path, shift, coun
     assert any(line.startswith(expected) for line in lines), lines
 
 
-def test_a_job_nobody_waits_for_fails_when_its_version_is_held(tmp_path):
-    """A template's job: no launcher reports the hold, so the job fails (alerting on failed jobs
-    sees it), after committing the version; LATEST stays."""
+def _held(tmp_path: pathlib.Path, gone: str) -> tuple[pathlib.Path, str, str]:
+    """A ROOT of 12 photos whose refresh without class `gone` was held: the root, LATEST's version
+    and the held one."""
     source, root = photos(tmp_path / "src", 4), tmp_path / "root"
     assert _refresh(source, root) == 0
     first = _latest(root)
-    shutil.rmtree(source / "circle")
+    shutil.rmtree(source / gone)
     assert _refresh(source, root) == 4
-    [made] = set(version_states(str(root))) - {first}
+    [held] = set(version_states(str(root))) - {first}
+    return root, first, held
+
+
+def test_a_job_nobody_waits_for_fails_when_its_version_is_held(tmp_path):
+    """A template's job: no launcher reports the hold, so the job fails (alerting on failed jobs
+    sees it), after committing the version; LATEST stays."""
+    root, first, made = _held(tmp_path, "circle")
     manifest = load_manifest(root / made)
     statistics = (root / made / STATISTICS_NAME).read_bytes()
 
@@ -147,12 +154,7 @@ def test_a_job_nobody_waits_for_fails_when_its_version_is_held(tmp_path):
 
 
 def test_a_held_version_is_not_removed_by_its_runs_clean_up(tmp_path):
-    source, root = photos(tmp_path / "src", 4), tmp_path / "root"
-    assert _refresh(source, root) == 0
-    first = _latest(root)
-    shutil.rmtree(source / "square")
-    assert _refresh(source, root) == 4
-    [held] = set(version_states(str(root))) - {first}
+    root, _, held = _held(tmp_path, "square")
     run = load_manifest(root / held).run
     before = sorted(p.name for p in (root / held).iterdir())
     assert VersionPublication(str(root), held, run).clean_up_failed() is None

@@ -85,6 +85,16 @@ class PausedPublish:
         self._go.set()
 
 
+def paused_at_publish(gcs, name: str, monkeypatch):
+    """A staged job run in the background until its publish step, which waits for `pause.go()`:
+    its publication, the pause, its thread and the errors it raised."""
+    proto, publication = staged_job(gcs, name)
+    pause = PausedPublish(monkeypatch)
+    thread, errors = in_background(proto)
+    assert pause.reached.wait(300), errors
+    return publication, pause, thread, errors
+
+
 def in_background(proto) -> tuple[threading.Thread, list[BaseException]]:
     errors: list[BaseException] = []
 
@@ -127,10 +137,7 @@ def test_the_staged_job_takes_the_lease_before_any_step_that_writes(gcs, kind, f
 
 def test_a_template_job_alone_takes_renews_and_releases_the_lease_and_publishes(gcs, monkeypatch):
     emulator, _, root, _ = gcs
-    proto, publication = staged_job(gcs, "alone")
-    pause = PausedPublish(monkeypatch)
-    thread, errors = in_background(proto)
-    assert pause.reached.wait(300), errors
+    publication, pause, thread, errors = paused_at_publish(gcs, "alone", monkeypatch)
     first = holder(root)
     assert first is not None and first.run == publication.run
     time.sleep(2 * LEASE_SECONDS)  # past the lease it took: only renewals keep it
@@ -190,10 +197,7 @@ def test_a_template_job_whose_root_a_live_hand_run_holds_fails_and_writes_nothin
 
 def test_a_hand_run_while_a_template_job_holds_the_lease_is_refused_and_leaves_its_version(gcs, monkeypatch):
     emulator, bucket, root, argv = gcs
-    proto, publication = staged_job(gcs, "busy")
-    pause = PausedPublish(monkeypatch)
-    thread, errors = in_background(proto)
-    assert pause.reached.wait(300), errors
+    publication, pause, thread, errors = paused_at_publish(gcs, "busy", monkeypatch)
     written = listing(emulator, f"{root}/{publication.version}")
     assert written, "the job's shards are in its version folder, which has no manifest yet"
 
