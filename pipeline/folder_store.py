@@ -242,6 +242,8 @@ def move_in(output: str, run: str, fence: Fence) -> Manifest:
     staging_name = STAGING_PREFIX + run
     staging = join(output, staging_name)
     manifest = _manifest_at(join(staging, MANIFEST_NAME), staging)
+    if manifest is None:  # kept there before any file moves: only a run that took over removes it
+        raise LeaseLost(f"{staging} no longer holds the manifest run {run} commits: another run took over {output}")
     replaced = _manifest_at(join(staging, REPLACED_NAME), staging)
     replaced_names = (
         NamedBy(output, frozenset(referenced(replaced)), join(staging, REPLACED_NAME)) if replaced else None
