@@ -30,20 +30,26 @@ setuptools.setup(
     packages=setuptools.find_packages(
         include=["core", "core.*", "pipeline", "pipeline.*", "transforms", "transforms.*", "trainer", "trainer.*"]
     ),
-    package_data={"core.contract": ["manifest.schema.json"]},  # core.contract.manifest.json_schema reads it
+    package_data={
+        "core.contract": ["manifest.schema.json"],  # core.contract.manifest.json_schema reads it
+        "pipeline": ["templates/*.html"],  # pipeline.html_report's page
+    },
     python_requires=">=3.10",
     install_requires=[
         "apache-beam[gcp]==2.77.0",
+        "datasketches>=5.2,<6",  # quantiles, common and distinct values in bounded memory: transforms/column_sketch.py
         "array-record>=0.8.1,<0.9; sys_platform != 'win32'",  # --format array_record: core/array_record_files.py
         "google-cloud-storage>=2.18.2,<4",  # conditional writes (leases): core/storage.py; as Beam's [gcp] pins it
         "google-crc32c>=1.6,<2",  # TFRecord CRCs when reading shards back: pipeline/tfrecord_reader.py
         "isal>=1.7,<2",  # ISA-L gzip for Beam's GZIP writes: transforms/gzip_codec.py
+        "jinja2>=3.1,<4",  # the HTML report, every name escaped: pipeline/html_report.py
         "xxhash>=3.4,<4",  # sources with the same bytes: transforms/same_content.py
         JSONSCHEMA,
         "pillow>=11,<13",
         "protobuf>=4.25,<7",  # tf.train.Example without TensorFlow: transforms/example_proto.py
         "pydantic>=2",  # typed settings: pipeline/config.py
         "pyyaml>=6",
+        "tensorflow-metadata>=1.16,<2",  # statistics as TFDV reads them: transforms/dataset_statistics.py
         "tqdm>=4.66,<5",  # progress bars: transforms/progress.py
     ],
     extras_require={

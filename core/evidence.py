@@ -9,7 +9,8 @@ or `manifest.json.tmp` look like a run's files. A path goes only when
   shard parts: made exclusively, so a folder or link already under that name stopped the run),
   and the path is that folder or below it;
 - `NamedBy`: a manifest of the folder names it (a committed or rejected one, or one a run keeps in
-  its staging folder while it moves its files in or replaces others: pipeline.folder_store); a
+  its staging folder while it moves its files in or replaces others, whose copies are proven the
+  same files as the staged ones: pipeline.folder_store); a
   folder of such names goes only when they emptied it;
 - `RunFolders`: it is a folder directly below a dataset folder or a refresh root, under a name
   only runs make (`.staging-<run>`, a version's UTC timestamp) that the caller proved a run's (a

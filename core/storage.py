@@ -148,6 +148,20 @@ def stat(path: str) -> FileMetadata | None:
     return FileMetadata(path, found.st_size, found.st_mtime)
 
 
+def same_file(first: str, second: str) -> bool:
+    """Whether `second` is a copy `copy` made of `first`: locally the same file (a hard link, as
+    `copy` makes; a link is never followed), on GCS an object of the same size and CRC32C (a
+    server-side copy or compose keeps both). False when either is missing."""
+    if is_remote(first):
+        blobs = [_blob(path).bucket.get_blob(_blob(path).name) for path in (first, second)]
+        return None not in blobs and len({(blob.size, blob.crc32c) for blob in blobs}) == 1
+    try:
+        found = [os.stat(path, follow_symlinks=False) for path in (first, second)]
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return stat_module.S_ISREG(found[0].st_mode) and os.path.samestat(*found)
+
+
 def exists(path: str) -> bool:
     """Whether a file (locally: or the file a link names) is at `path`."""
     return stat(path) is not None if is_remote(path) else os.path.exists(path)

@@ -9,6 +9,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 
 from core import storage
 from pipeline.config import Config, to_dict
+from pipeline.job_lease import released, started
 from pipeline.planning import Plan
 from pipeline.publish import Publication, PublishManifest, RunSettings
 from pipeline.readback import ReadBackShards
@@ -60,10 +61,10 @@ def converting_processes(runner: str, config: Config) -> int:
     return 0 if config.kind == "csv" else image_processes(runner, config.image.local_processes)
 
 
-def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
+def _image_records(p, start, plan: Plan, config: Config, folder: str) -> Outcomes:
     fractions = config.split_fractions
     if plan.kind == "images":
-        listed = p | "ListClassFolders" >> ListClassFolders(
+        listed = start | "ListClassFolders" >> ListClassFolders(
             plan.input,
             config.image.extensions,
             fractions,
@@ -75,7 +76,7 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     else:
         c = config.image_csv
         roots = Roots(c.roots, local_files=reads_local_files(p.options))
-        listed = p | "ReadImageCsv" >> ReadImageCsv(
+        listed = start | "ReadImageCsv" >> ReadImageCsv(
             plan.input,
             c.uri_column,
             c.label_column,
@@ -124,17 +125,15 @@ def _image_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
     return Outcomes(counted, shard_files, listed.skipped, dead_letters, same_content=same_content)
 
 
-def _tabular_records(p, plan: Plan, config: Config, folder: str) -> Outcomes:
+def _tabular_records(p, start, plan: Plan, config: Config, folder: str) -> Outcomes:
     """Every row read, its schema inferred over all of them, each encoded with it and written.
     Where the runner holds a step's whole output (the lean runner: writes_while_reading), the rows
     wait for the schema on disk (transforms.tabular_spill). Elsewhere the schema is a side input:
     Dataflow keeps the rows that wait for it in its shuffle (PermuteRows groups them anyway), so
     spilling them too would only add a write and a read; the parallel runner holds every record
     whatever the graph."""
-    files = (
-        p
-        | "Start" >> beam.Impulse()
-        | "ListCsvFiles" >> beam.ParDo(ListCsvFiles(plan.input)).with_outputs(SKIPPED, DEAD_LETTERS, main="files")
+    files = start | "ListCsvFiles" >> beam.ParDo(ListCsvFiles(plan.input)).with_outputs(
+        SKIPPED, DEAD_LETTERS, main="files"
     )
     root = storage.pattern_root(plan.input)
     infer = InferSchema(plan.columns, config.csv.schema, plan.dialect.decimal, plan.label_column, known=plan.label_map)
@@ -190,9 +189,10 @@ def _summarize(options) -> beam.PTransform:
 def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Publication) -> None:
     """List -> permute -> read/parse -> Examples -> per-split TFRecords and dead letters in
     `publication.folder` -> every shard read back -> the manifest, published by `publication` (a
-    dataset folder, or a refresh's new version)."""
+    dataset folder, or a refresh's new version). Every step that writes follows the job's start
+    element, given once the job holds its output's lease when it takes one (pipeline.job_lease)."""
     build_records = _tabular_records if plan.kind == "csv" else _image_records
-    outcomes = build_records(p, plan, config, publication.folder)
+    outcomes = build_records(p, started(p, publication.job_lease), plan, config, publication.folder)
     dead_letters = outcomes.dead_letters | "AllDeadLetters" >> beam.Flatten()
     error_files = dead_letters | "WriteDeadLetters" >> WriteDeadLetters(publication.folder)
     groups = () if outcomes.same_content is None else (outcomes.same_content,)
@@ -215,7 +215,7 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
     settings = RunSettings(
         publication.run, to_dict(config), config.image_keys, config.max_error_fraction, config.image.label_offset
     )
-    _ = (
+    published = (
         p
         | "PublishTrigger" >> beam.Impulse()
         | "PublishManifest"
@@ -229,3 +229,5 @@ def build_pipeline(p: beam.Pipeline, plan: Plan, config: Config, publication: Pu
             copies_side,
         )
     )
+    if publication.job_lease is not None:
+        released(published, publication.job_lease)

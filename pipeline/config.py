@@ -214,6 +214,30 @@ class CsvConfig(pydantic.BaseModel):
         return delimiter
 
 
+class HoldConfig(pydantic.BaseModel):
+    """When a refresh holds its new version instead of publishing it (pipeline.hold_checks): it is
+    committed in its folder, LATEST stays, and the run exits 4 naming each check that failed,
+    until `refresh --promote VERSION`. Classes and columns that disappeared, and columns whose
+    type changed, are always held."""
+
+    model_config = _SECTION
+
+    enabled: Bool = True  # false: publish every refresh that verifies, as before drift checks
+    # records down by more than this fraction of the previous version's
+    records_drop: Annotated[Float, Field(ge=0, le=1)] = 0.2
+    # the distribution checks below apply when both versions hold at least this many records:
+    # under it, a few sources added or removed move a class's share past any useful bound
+    min_records: Annotated[Int, Field(ge=0, le=10**12)] = 1000
+    # the label distribution's L-infinity distance (the largest change in one class's share)
+    label_linf: Annotated[Float, Field(ge=0, le=1)] = 0.1
+    # a number column's approximate Jensen-Shannon divergence (base 2: 0 to 1), in any split
+    numeric_js: Annotated[Float, Field(ge=0, le=1)] = 0.1
+    # the error fraction more than this many times the previous one ...
+    error_growth: Annotated[Float, Field(ge=1, le=1000)] = 3.0
+    # ... and at least this fraction of the sources (a few errors where there were none are no drift)
+    min_error_fraction: Annotated[Float, Field(ge=0, le=1)] = 0.001
+
+
 class Config(pydantic.BaseModel):
     """The settings of a run. Build it with load_config (its errors are ConfigErrors)."""
 
@@ -245,6 +269,7 @@ class Config(pydantic.BaseModel):
     image: ImageConfig = ImageConfig()
     image_csv: ImageCsvConfig = ImageCsvConfig()
     csv: CsvConfig = CsvConfig()
+    hold: HoldConfig = HoldConfig()  # refresh only
 
     @pydantic.field_validator("splits")
     @classmethod

@@ -13,6 +13,7 @@ retry is not refused; only the exit code differs. Exit codes:
     1    finished, but rejected                             pipeline.job
     2    refused before any work                            pipeline.job
     3    failed while running (or after its commit point)   pipeline.job
+    4    a refresh's version committed but held (drifted)   pipeline.job
     130  interrupted by Ctrl-C (128 + SIGINT)               EXIT_INTERRUPTED
     143  terminated by SIGTERM (128 + SIGTERM)              EXIT_TERMINATED
 

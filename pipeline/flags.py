@@ -157,8 +157,14 @@ REFRESH_FLAGS = (
     *(dataclasses.replace(f, help=_REFRESH_HELP.get(f.name, f.help)) for f in CONVERT_FLAGS),
     Flag(
         "keep",
-        "retention: keep the newest KEEP versions (never deleting the one LATEST names); default: keep all",
+        "retention: keep the newest KEEP versions (never deleting the one LATEST names, nor a held one newer "
+        "than it); default: keep all",
         type=int,
+    ),
+    Flag(
+        "promote",
+        "point OUTPUT/LATEST at version PROMOTE (a held one, after you have looked at its report) and exit; "
+        "needs only --output",
     ),
 )
 COMMAND_FLAGS = {"convert": CONVERT_FLAGS, "refresh": REFRESH_FLAGS}

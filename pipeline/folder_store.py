@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 
 from core import local_writes, storage
 from core.contract.layout import (
@@ -47,6 +48,7 @@ from core.contract.layout import (
     MANIFEST_NAME,
     REJECTED_MANIFEST_NAME,
     STAGING_PREFIX,
+    STATISTICS_NAME,
     index_file,
     is_remote,
     join,
@@ -93,6 +95,7 @@ def names_written(plan: Plan) -> set[str]:
     names = {
         MANIFEST_NAME,
         REJECTED_MANIFEST_NAME,
+        STATISTICS_NAME,
         *(ERROR_FILES.name(p, 0, 1) for p in (ERRORS_PREFIX, COPIES_PREFIX)),
     }
     for split, total in plan.shards.items():
@@ -132,7 +135,7 @@ def leftovers(output: str, committed: Manifest | None) -> Leftovers:
     files, folders = [], []
     for top in filter(is_staging_folder, present):
         folder = join(output, top)
-        files += [_named(output, referenced(kept) - named - {MANIFEST_NAME}, path) for kept, path in _kept(folder)]
+        files += [_named(output, names, path) for names, path in _kept(output, folder, named)]
         if any(name.startswith(top + "/") for name in named):
             inside = tuple(p for p in storage.files_below(folder) if below(p, output) not in named)
             folders.append((RunFolders(output, frozenset([top])), inside))
@@ -157,10 +160,12 @@ def _with_folders(names) -> list[str]:
     return sorted(names) + [INDEX_FOLDER] * inside
 
 
-def _kept(folder: str) -> list[tuple[Manifest, str]]:
-    """The manifests a run keeps in its staging `folder` while it commits (module docstring):
-    what they name at the top of the output is that run's to remove. One that cannot be read
-    proves nothing."""
+def _kept(output: str, folder: str, named: set[str]) -> list[tuple[set[str], str]]:
+    """The names at the top of `output` that the manifests a run keeps in its staging `folder`
+    while it commits (module docstring) make that run's to remove, each set with its manifest's
+    path: what the replaced manifest named, and of what the committed one names, the copies the
+    run made of its staged files (storage.same_file: a file a user put under such a name after
+    the run stopped is not one). A manifest that cannot be read proves nothing."""
     found = []
     for name in (MANIFEST_NAME, REPLACED_NAME):
         path = join(folder, name)
@@ -168,8 +173,12 @@ def _kept(folder: str) -> list[tuple[Manifest, str]]:
             manifest = _manifest_at(path, folder)
         except (ManifestError, LeadsOutside, NotARegularFile):
             continue
-        if manifest is not None:
-            found.append((manifest, path))
+        if manifest is None:
+            continue
+        names = referenced(manifest) - named - {MANIFEST_NAME}
+        if name == MANIFEST_NAME:
+            names = {n for n in names if storage.same_file(join(folder, n), join(output, n))}
+        found.append((names, path))
     return found
 
 
@@ -233,6 +242,8 @@ def move_in(output: str, run: str, fence: Fence) -> Manifest:
     staging_name = STAGING_PREFIX + run
     staging = join(output, staging_name)
     manifest = _manifest_at(join(staging, MANIFEST_NAME), staging)
+    if manifest is None:  # kept there before any file moves: only a run that took over removes it
+        raise LeaseLost(f"{staging} no longer holds the manifest run {run} commits: another run took over {output}")
     replaced = _manifest_at(join(staging, REPLACED_NAME), staging)
     replaced_names = (
         NamedBy(output, frozenset(referenced(replaced)), join(staging, REPLACED_NAME)) if replaced else None
@@ -262,6 +273,7 @@ class FolderPublication:
     output: str
     run: str
     unattended: bool = False  # a template launch: no lease, and no launcher waits to report a rejection
+    job_lease = None  # a conversion's job takes no lease itself (pipeline.job_lease)
 
     @property
     def folder(self) -> str:
@@ -273,7 +285,7 @@ class FolderPublication:
         if not self.unattended:
             storage.make_folder(self.folder)
 
-    def publish(self, manifest: Manifest) -> None:
+    def publish(self, manifest: Manifest, files: Mapping[str, bytes] | None = None) -> None:
         """Commits once per run, however often the step runs: a runner runs it again after it did
         its work (Dataflow, when the worker failed before reporting the bundle done; the FnApiRunner
         under --direct_runner_bundle_repeat), and by then this run's staging folder is gone; or
@@ -287,7 +299,7 @@ class FolderPublication:
                 storage.delete([self.folder], OwnFolder(self.folder))
             else:
                 if committed is None or committed.run != self.run:
-                    self._intend(manifest, committed, fence)
+                    self._intend(manifest, committed, fence, files or {})
                 move_in(self.output, self.run, fence)
                 if committed is None:
                     _LOG.info("wrote %s", join(self.output, MANIFEST_NAME))
@@ -299,23 +311,23 @@ class FolderPublication:
         dataset stopped between its steps (1) and (3), which `move_in` completes."""
         return any(name.startswith(self._staging_name + "/") for name in referenced(committed))
 
-    def _intend(self, manifest: Manifest, committed: Manifest | None, fence: Fence) -> None:
+    def _intend(self, manifest: Manifest, committed: Manifest | None, fence: Fence, files: Mapping[str, bytes]) -> None:
         """Keeps in this run's folder what its commit needs and leaves behind: its TFDS metadata
         (none where a file no manifest names is in the way), the manifest it commits and the one it
         replaces. Over a committed dataset, step (1): manifest.json names the staged files."""
         named = referenced(committed) if committed else set()
-        files = reader_metadata(self.output, manifest)
-        in_the_way = sorted(name for name in files if name not in named and storage.exists(join(self.output, name)))
+        metadata = reader_metadata(self.output, manifest)
+        in_the_way = sorted(name for name in metadata if name not in named and storage.exists(join(self.output, name)))
         if in_the_way:
             _LOG.warning(
                 "%s: no TFDS metadata: %s is a file no manifest here names, left as it is",
                 self.output,
                 join(self.output, in_the_way[0]),
             )
-            files = {}
-        for name, text in files.items():
-            storage.write_atomically(join(self.folder, name), text)
-        manifest = dataclasses.replace(manifest, metadata_files=tuple(sorted(files)))
+            metadata = {}
+        for name, data in {**files, **metadata}.items():
+            storage.write_atomically(join(self.folder, name), data)
+        manifest = dataclasses.replace(manifest, metadata_files=tuple(sorted(metadata)))
         if committed is not None:
             storage.write_atomically(join(self.folder, REPLACED_NAME), committed.to_json())
         storage.write_atomically(join(self.folder, MANIFEST_NAME), manifest.to_json())

@@ -32,8 +32,9 @@ _LOG = logging.getLogger(__name__)
 # Exit codes of the commands that run a job: 0 committed (or nothing to do); 1 finished but
 # rejected (manifest.rejected.json says why); 2 refused before any work; 3 failed while running
 # (the job crashed; what it wrote is removed, nothing is published, unless it failed only after
-# its commit point: its last line says what the output holds). Interrupts: pipeline.ending.
-EXIT_REJECTED, EXIT_REFUSED, EXIT_FAILED = 1, 2, 3
+# its commit point: its last line says what the output holds); 4 a refresh committed a version
+# but held it (pipeline.hold_checks): LATEST did not move. Interrupts: pipeline.ending.
+EXIT_REJECTED, EXIT_REFUSED, EXIT_FAILED, EXIT_HELD = 1, 2, 3, 4
 
 
 class RunFailedError(RuntimeError):

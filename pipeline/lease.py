@@ -1,7 +1,8 @@
 """One run at a time per output: a lease file (`OUTPUT/.lease`) created only if absent, holding
 the run, its host and process, when it started and when the lease expires. The launcher renews it
-while the run lives; a lease whose expiry has passed, or whose process is gone from this host, is
-stale and is taken over with a warning (the caller then removes what that run left behind).
+while the run lives (a job nobody waits for holds it itself: pipeline.job_lease); a lease whose
+expiry has passed, or whose process is gone from this host, is stale and is taken over with a
+warning (the caller then removes what that run left behind).
 How long a lease lasts is the `lease_seconds` setting: a run stalled longer than that (a suspended
 laptop or VM) may be taken over.
 
@@ -202,7 +203,8 @@ class Fence:
     """Proof, for as long as it is held (`with Fence(folder, run) as fence:`), that `run` holds
     `folder`'s lease, so that its writes of committed names (`copy`, `write`) cannot land once
     another run has taken it (module docstring). Raises LeaseLost when `run` does not hold it.
-    `unattended`: a run without a lease (a template launch): nothing to prove, plain writes."""
+    `unattended`: a run without a lease (a conversion launched from a template): nothing to prove,
+    plain writes."""
 
     def __init__(self, folder: str, run: str, unattended: bool = False):
         self.folder, self.run, self._unattended = folder, run, unattended
@@ -248,7 +250,7 @@ class Fence:
 
     def _fenced(self, write, *args, **kwargs) -> None:
         """The write behind the lease; when GCS refuses it, the lease changed: renewed by this
-        run's launcher (prove again and retry) or taken over (LeaseLost)."""
+        run (prove again and retry) or taken over (LeaseLost)."""
         if self._generation is None:  # local (the folder's lock is held), or no lease to prove
             return write(*args, lease=None, **kwargs)
         from google.api_core.exceptions import PreconditionFailed

@@ -12,17 +12,21 @@ collide could change the input anyway.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 METHOD = "set-sha256"  # how the fingerprint is made: its prefix, so that a refresh can tell the method changed
 _MODULUS = 1 << 256
+UNLISTED_SIZE = -1  # the size an entry that could not be listed is hashed with
 
 
 class ListingDigest:
     """Files, bytes and the order-independent fingerprint of a listing. An entry that could not
     be listed (a dangling link, an unreadable folder: `add_unlisted`) counts as a file of size
-    -1, so that input which gained or lost one has changed."""
+    -1, so that input which gained or lost one has changed. `sink`, when given, is handed each
+    entry as it is hashed (a refresh's pipeline.source_list.SourceList)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: Callable[[str, int, float], None] | None = None) -> None:
+        self.sink = sink
         self.files = 0
         self.bytes = 0
         self.unlisted = 0
@@ -32,10 +36,14 @@ class ListingDigest:
         self.files += 1
         self.bytes += size
         self._sum += _entry_digest(path, size, mtime)  # reduced once, in `fingerprint`
+        if self.sink is not None:
+            self.sink(path, size, mtime)
 
     def add_unlisted(self, path: str) -> None:
         self.unlisted += 1
-        self._sum += _entry_digest(path, -1, 0)
+        self._sum += _entry_digest(path, UNLISTED_SIZE, 0)
+        if self.sink is not None:
+            self.sink(path, UNLISTED_SIZE, 0)
 
     @property
     def fingerprint(self) -> str:

@@ -36,6 +36,7 @@ from pipeline.config import Config, CsvConfig
 from pipeline.image_csv_plan import RowTable, found_images, names_of
 from pipeline.listing_digest import ListingDigest
 from pipeline.sharding import shard_count
+from pipeline.source_list import SourceList
 from transforms import listing_handover, progress
 from transforms.csv_dialect import AUTO, CsvDialect, DialectError, header_warnings
 from transforms.csv_records import WHOLE_CSV, CsvPart, CsvRecords
@@ -107,6 +108,7 @@ class Plan:
     folder_layout: FolderLayout = CLASS_FOLDER_LAYOUT  # images: class or split folders (transforms.folder_layout)
     warnings: tuple[str, ...] = ()  # what a user of the data should hear of what planning decided (the manifest's)
     label_column: str = ""  # tabular: the column of each row's class or target (csv.label)
+    sources_file: str = ""  # a refresh: the sources file written into its version (pipeline.source_list)
 
     @property
     def record_files(self) -> ShardedFileTemplate:
@@ -152,11 +154,11 @@ def folder_layout(config: Config, root: str) -> FolderLayout:
     return layout
 
 
-def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedInput:
+def _plan_class_folders(config: Config, root: str, hand_over: bool, listed: SourceList | None) -> PlannedInput:
     layout = folder_layout(config, root)
     classify = ClassFolders(root, config.image.extensions, config.split_fractions, layout).listed
     split_bytes = {name: 0 for name in layout.splits or config.splits}
-    labels, sources, digest, skipped = set(), 0, ListingDigest(), collections.Counter()
+    labels, sources, digest, skipped = set(), 0, ListingDigest(_sink(listed)), collections.Counter()
     kept: list | None = [] if hand_over else None
     listing = progress.Phase("listing", "files")
     for entry in progress.counted(storage.list_below(root, config.listing_threads), listing):
@@ -200,6 +202,11 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool) -> PlannedIn
     )
 
 
+def _sink(listed: SourceList | None):
+    """What the listing's digest hands each entry to: `listed`, a refresh's sources file to be."""
+    return listed.add if listed is not None else None
+
+
 def _listing(digest: ListingDigest, sources: int | None) -> Listing:
     return Listing(files=digest.files, bytes=digest.bytes, fingerprint=digest.fingerprint, sources=sources)
 
@@ -213,7 +220,7 @@ def _refused(*errors: type[Exception]):
         raise PlanError(str(e)) from e
 
 
-def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedInput:
+def _plan_image_csv(config: Config, csv_uri: str, local_files: bool, listed: SourceList | None) -> PlannedInput:
     csv_metadata = storage.stat(csv_uri)
     if csv_metadata is None:
         raise PlanError(f"image CSV {csv_uri} not found")
@@ -243,7 +250,7 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
     # request per image), as the job's check does (`check_images_exist`): an image that does not
     # exist (or whose bucket does not exist) counts for neither bytes nor labels, and is a dead
     # letter in the job.
-    digest = ListingDigest()
+    digest = ListingDigest(_sink(listed))
     digest.add(csv_metadata.path, csv_metadata.size_in_bytes, csv_metadata.last_updated_in_seconds)
     images = found_images(table, config.listing_threads, digest)
     if not len(images):
@@ -273,8 +280,8 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool) -> PlannedI
     )
 
 
-def _plan_tabular(config: Config, pattern: str) -> PlannedInput:
-    digest, paths, unlisted, hidden = ListingDigest(), [], {}, []
+def _plan_tabular(config: Config, pattern: str, listed: SourceList | None) -> PlannedInput:
+    digest, paths, unlisted, hidden = ListingDigest(_sink(listed)), [], {}, []
     listing = progress.Phase("listing", "files")
     for entry in progress.counted(storage.list_matching(pattern), listing):
         if hidden_match(pattern, entry.path):  # the job skips it: no header, no bytes
@@ -387,15 +394,18 @@ def _loaded_objects_frozen():
         gc.unfreeze()
 
 
-def make_plan(config: Config, hand_over: bool = False, local_files: bool = True) -> Plan:
+def make_plan(
+    config: Config, hand_over: bool = False, local_files: bool = True, listed: SourceList | None = None
+) -> Plan:
     """The plan of a run of `config`. `hand_over`: the job will run in this process, so keep the
     planner's classified listing of class folders for its listing step (listing_handover).
-    `local_files`: the job's workers read this machine's files (runners.reads_local_files)."""
+    `local_files`: the job's workers read this machine's files (runners.reads_local_files).
+    `listed`: collects every entry listed (a refresh's sources file, pipeline.source_list)."""
     source = storage.absolute(config.input_uri)
     planner = {
-        "images": functools.partial(_plan_class_folders, hand_over=hand_over),
-        "image_csv": functools.partial(_plan_image_csv, local_files=local_files),
-        "csv": _plan_tabular,
+        "images": functools.partial(_plan_class_folders, hand_over=hand_over, listed=listed),
+        "image_csv": functools.partial(_plan_image_csv, local_files=local_files, listed=listed),
+        "csv": functools.partial(_plan_tabular, listed=listed),
     }[config.kind]
     with _loaded_objects_frozen():
         planned = planner(config, source)

@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import decimal
 import logging
+from collections.abc import Mapping
 from typing import Protocol
 
 import apache_beam as beam
@@ -25,12 +26,15 @@ from core.contract.layout import (
     INDEX_FOLDER,
     MANIFEST_NAME,
     REJECTED_MANIFEST_NAME,
+    SOURCES_NAME,
+    STATISTICS_NAME,
     UNCOMPRESSED,
     index_file,
     join,
 )
 from core.contract.manifest import Counts, FeatureSpec, Manifest, SplitInfo
 from core.evidence import OwnFolder
+from pipeline.job_lease import JobLease
 from pipeline.label_map import (
     alike_labels_warnings,
     empty_labels_warnings,
@@ -41,6 +45,8 @@ from pipeline.label_map import (
 from pipeline.planning import Plan
 from pipeline.readback import shard_problems
 from pipeline.shard_check import ShardCount
+from pipeline.source_list import sources_problems
+from pipeline.statistics_file import statistics_bytes, statistics_problems
 from pipeline.tfds_metadata import TfdsMetadataError, tfds_metadata
 from transforms import stopping
 from transforms.counting import counter
@@ -56,13 +62,15 @@ class Publication(Protocol):
 
     folder: str  # the run's own folder, where the job writes its shards and error report
     run: str  # the run's name (core.contract.versions.new_run), recorded in the manifest
+    job_lease: JobLease | None  # the lease the job takes itself, when nobody waits for it (pipeline.job_lease)
 
     def prepare(self) -> None:
         """Makes the run's own folder, before the job runs."""
 
-    def publish(self, manifest: Manifest) -> None:
-        """Commits a trusted manifest; records one whose `rejected` is not empty as rejected.
-        Raises pipeline.lease.LeaseLost, touching nothing, when the run no longer holds its lease."""
+    def publish(self, manifest: Manifest, files: Mapping[str, bytes] | None = None) -> None:
+        """Commits a trusted manifest, with `files` (by name: the statistics) written beside the
+        records before it; records one whose `rejected` is not empty as rejected. Raises
+        pipeline.lease.LeaseLost, touching nothing, when the run no longer holds its lease."""
 
     def rejected(self) -> Manifest | None:
         """This run's rejected manifest, if `publish` recorded one."""
@@ -85,18 +93,23 @@ def reader_metadata(folder: str, manifest: Manifest) -> dict[str, str]:
         return {}
 
 
-class RunRejectedError(RuntimeError):
-    """Fails a job whose launcher does not wait for it (a template launch), so a scheduler's
-    alerting on failed jobs sees the rejected run."""
+class JobOutcome(RuntimeError):
+    """Fails a job whose launcher does not wait for it (a template launch) with its run's outcome
+    (rejected, held, not published), so a scheduler's alerting on failed jobs sees it. No retry
+    changes it, so the job's lease goes first (PublishManifest)."""
+
+
+class RunRejectedError(JobOutcome):
+    """The run was rejected."""
 
 
 def write_rejection(folder: str, manifest: Manifest) -> None:
     """An untrusted run, in its own `folder` (made new by it): manifest.rejected.json (never
     manifest.json) and its error report stay; its shards (and indexes) go, so nothing can read
-    them as data."""
+    them as data, and so does a refresh's sources file, which only a published version keeps."""
     storage.write_atomically(join(folder, REJECTED_MANIFEST_NAME), manifest.to_json())
     records = [join(folder, f) for split in manifest.splits.values() for f in (*split.shards, *split.index_files)]
-    storage.delete([*records, join(folder, INDEX_FOLDER)], OwnFolder(folder))
+    storage.delete([*records, join(folder, INDEX_FOLDER), join(folder, SOURCES_NAME)], OwnFolder(folder))
 
 
 def report_rejection(folder: str, manifest: Manifest, fail_job: bool) -> None:
@@ -268,7 +281,9 @@ def passing_budget(error_fraction: float) -> str:
 class PublishManifest(beam.DoFn):
     """Builds the manifest from the run's summary, the shards as read back and the error report,
     and publishes it, with the problems found in `rejected` (`publication` decides what an
-    untrusted run gets)."""
+    untrusted run gets). A job lease is released here when the job fails with its outcome, and by
+    the step after this one when it published (pipeline.job_lease.released): a runner that runs
+    this step again (a retried bundle) finds it still held."""
 
     def __init__(self, plan: Plan, settings: RunSettings, publication: Publication):
         self.plan, self.settings, self.publication = plan, settings, publication
@@ -279,6 +294,21 @@ class PublishManifest(beam.DoFn):
         manifest = build_manifest(
             self.plan, self.settings, summary, counted, error_files, schema, created, copies_files
         )
-        found = problems(self.plan, manifest, counted, shard_files)
-        self.publication.publish(dataclasses.replace(manifest, rejected=tuple(found)))
+        statistics = statistics_bytes(summary.statistics)
+        found = problems(self.plan, manifest, counted, shard_files) + statistics_problems(statistics, manifest)
+        if self.plan.sources_file:  # a refresh's, written by its launcher into the version
+            listed = join(self.publication.folder, self.plan.sources_file)
+            found += sources_problems(listed, self.publication.folder, self.plan.listing)
+        try:
+            if found:  # a rejected run keeps its error report only
+                self.publication.publish(dataclasses.replace(manifest, rejected=tuple(found)))
+            else:
+                manifest = dataclasses.replace(
+                    manifest, statistics_file=STATISTICS_NAME, sources_file=self.plan.sources_file
+                )
+                self.publication.publish(manifest, {STATISTICS_NAME: statistics})
+        except JobOutcome:
+            if self.publication.job_lease is not None:
+                self.publication.job_lease.release()
+            raise
         yield join(self.plan.output, MANIFEST_NAME)

@@ -132,10 +132,11 @@ class TreeRssSampler(threading.Thread):
         self.join()
 
 
-def child_env() -> dict:
-    """The environment of every subprocess: the repository importable, TensorFlow's log quiet."""
+def child_env(checkout: str = REPO_ROOT) -> dict:
+    """The environment of every subprocess: the checkout importable (this one unless another is
+    compared with it), TensorFlow's log quiet."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = checkout + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return env
 
@@ -191,14 +192,17 @@ def _wait(proc: subprocess.Popen, timeout: float) -> tuple[int, bool]:
         return proc.wait(), True
 
 
-def run_measured(cmd: list[str], log_dir: str, timeout: float) -> dict:
-    """Runs `cmd` in its own session, timing it and sampling its process tree's RSS."""
+def run_measured(cmd: list[str], log_dir: str, timeout: float, checkout: str = REPO_ROOT) -> dict:
+    """Runs `cmd` in its own session, in `checkout` with its code first on the path, timing it and
+    sampling its process tree's RSS."""
     stdout_path = os.path.join(log_dir, "stdout.txt")
     stderr_path = os.path.join(log_dir, "stderr.txt")
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         started, t0 = time.time(), time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=child_env(), stdout=out, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=checkout, env=child_env(checkout), stdout=out, stderr=err, start_new_session=True
+        )
         sampler = TreeRssSampler(proc.pid)
         sampler.start()
         rc, timed_out = _wait(proc, timeout)

@@ -47,24 +47,25 @@ HEADINGS = ("input MB", "rows", "checkout", "runner", "wall s", "peak RSS MB", "
 DOCS_BLOCK = "tabular-memory"
 
 
-def make_csv(path: str, megabytes: int) -> None:
-    """A CSV of at least `megabytes` MB of seeded rows, written under a temporary name first (an
-    interrupted write leaves no file of the wrong size under `path`)."""
-    rng = random.Random(megabytes)
-    target, written = megabytes * 1_000_000, len(HEADER)
+def make_csv(path: str, megabytes: int = 0, rows: int = 0, words: bool = False) -> None:
+    """A CSV of seeded rows, at least `megabytes` MB of them or else exactly `rows`; with `words`,
+    a column `word` too: text of thousands of distinct values, long-tailed, as names or cities
+    are (more than the dataset's statistics count exactly). Written under a temporary name first
+    (an interrupted write leaves no file of the wrong size under `path`)."""
+    rng = random.Random(rows or megabytes)
+    header = HEADER.replace(",label", ",word,label") if words else HEADER
+    target, written, row = megabytes * 1_000_000, len(header), 0
     temporary = path + ".tmp"
     with open(temporary, "w", encoding="ascii") as f:
-        f.write(HEADER)
-        row = 0
-        while written < target:
+        f.write(header)
+        while row < rows if rows else written < target:
             lines = []
-            for _ in range(10_000):
+            for _ in range(min(10_000, rows - row) if rows else 10_000):
                 row += 1
                 x1, x2, x3 = (rng.gauss(0, 1) for _ in range(3))
-                lines.append(
-                    f"{row},{x1:.4f},{x2:.4f},{x3:.4f},{rng.randrange(10)},{rng.choice(CATEGORIES)},"
-                    f"{rng.choice(('true', 'false'))},{rng.randrange(3)}\n"
-                )
+                count, category, flag = rng.randrange(10), rng.choice(CATEGORIES), rng.choice(("true", "false"))
+                word = f"w{int(10 * rng.paretovariate(0.8))}," if words else ""
+                lines.append(f"{row},{x1:.4f},{x2:.4f},{x3:.4f},{count},{category},{flag},{word}{rng.randrange(3)}\n")
             chunk = "".join(lines)
             f.write(chunk)
             written += len(chunk)

@@ -11,6 +11,10 @@ Usage::
                                 [--runs 3] [--pipeline_args "--some_flag value"] [--json results.json]
                                 [--docs docs/performance.md]
 
+    # what the dataset's statistics add, against a checkout (DIR) without them (bench_statistics.py)
+    python scripts/bench_statistics.py --baseline DIR --corpus bench/photos2500,bench/photos10k
+                                       --rows 100000,300000 --runs 3 [--docs docs/performance.md]
+
 Runs every variant ``--runs`` times, each run in its own subprocess, round-robin (run 1 of every
 variant, then run 2, ...), on a folder of ``<class>/<image>`` files (default ``bench/photos``, built
 with ``scripts/make_photo_corpus.py`` when missing; the pipeline's image extensions less TIFF,

@@ -225,7 +225,7 @@ def test_an_overwrite_in_the_other_format_leaves_only_the_new_dataset(runs, tmp_
     manifest = load_manifest(out)
     named = {shard for split in manifest.splits.values() for shard in split.shards}
     files = {p.name for p in out.iterdir()}
-    assert files == named | {"manifest.json", *manifest.error_files, *manifest.metadata_files}
+    assert files == named | {"manifest.json", *manifest.report_files, *manifest.metadata_files}
     assert main([*argv, "--format", "tfrecord"]) == 0
     assert not list(out.glob("*.array_record")) and load_manifest(out).file_format == TFRECORD
 

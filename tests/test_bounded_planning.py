@@ -269,6 +269,6 @@ def test_the_job_lists_gs_class_folders_in_name_ranges_as_the_planner_does(gcs_e
     expected = [classify.listed(e) for e in storage.list_below(root, threads=4)]
     assert len(expected) == len(names)
     with TestPipeline() as p:
-        listed = p | ListClassFolders(root, extensions, FRACTIONS)
+        listed = p | beam.Impulse() | ListClassFolders(root, extensions, FRACTIONS)
         sources = listed.sources | beam.FlatMap(lambda sources: sources)
         assert_that((sources, listed.skipped, listed.dead_letters) | beam.Flatten(), equal_to(expected))

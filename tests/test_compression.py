@@ -121,7 +121,7 @@ def test_an_overwrite_in_another_compression_leaves_only_the_new_dataset(tmp_pat
     manifest = whole_dataset(out)
     named = {f for split in manifest.splits.values() for f in (*split.shards, *split.index_files)}
     files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert files == named | {"manifest.json", *manifest.error_files, *manifest.metadata_files}
+    assert files == named | {"manifest.json", *manifest.report_files, *manifest.metadata_files}
     assert not any(name.endswith(".gz") for name in files)
 
 

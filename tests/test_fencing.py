@@ -22,7 +22,7 @@ import time
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from core import storage
@@ -165,6 +165,9 @@ def stage(place, dataset: pathlib.Path, publication: FolderPublication):
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stall_at=st.integers(min_value=1, max_value=60), committed=st.booleans())
+@example(
+    stall_at=8, committed=True
+)  # on gs://: stalled once it kept its manifest, which the run that took over removed
 def test_a_stalled_run_never_touches_the_dataset_of_the_run_that_took_over(
     datasets, place, monkeypatch, stall_at, committed
 ):

@@ -50,6 +50,7 @@ JSON_READERS = {
     "pipeline.lease": "lease files",
     "pipeline.runners": "--environment_config",
     "pipeline.shard_check": "its counting processes' answers",
+    "pipeline.source_list": "a refresh version's sources file, and the runs it is sorted in",
     "trainer.model_dir": "model.json",
 }
 

@@ -13,17 +13,20 @@ import shutil
 import pytest
 
 from core.contract.folders import dataset_folder
-from core.contract.layout import REJECTED_MANIFEST_NAME, SHARD_PARTS_FOLDER
-from core.contract.manifest import Counts, Manifest
+from core.contract.layout import REJECTED_MANIFEST_NAME, SHARD_PARTS_FOLDER, SOURCES_NAME
+from core.contract.manifest import Counts, Manifest, read_manifest
 from core.contract.versions import LATEST_NAME, is_version, new_version
 from core.storage import children, read_text, text_reader
 from pipeline.cli import main
 from pipeline.commands import refresh as refresh_command
 from pipeline.lease import Fence, Lease
 from pipeline.planning import make_plan
+from pipeline.source_list import read_sources
+from pipeline.version_changes import version_changes
 from pipeline.version_store import NotPublished, VersionPublication, apply_retention, version_states
 from tests import broken_images
 from tests.dataset_reader import load_manifest, read_split
+from tests.gcs_emulator import split_gs_uri
 from tests.subprocess_limits import SUBPROCESS_TIMEOUT
 from trainer import manifest_io
 from trainer.errors import TrainerError
@@ -439,3 +442,33 @@ def test_a_version_fingerprinted_the_old_way_is_refreshed_once_saying_why(tmp_pa
     assert refresh(store) == 0
     assert "nothing changed" in capsys.readouterr().out and latest(store) == second
     assert caplog.text.count("older method") == 1
+
+
+def test_a_version_names_the_sources_it_was_made_of_and_what_changed(store):
+    keys = seed_input(store)
+    assert refresh(store) == 0
+    v1 = latest(store)
+    removed, changed = keys[0], keys[-1]
+    store.put(f"in/{changed}", broken_images.image_bytes("JPEG", "RGB", (80, 60)))
+    added = add_source(store)
+    if isinstance(store, LocalStore):
+        (store.base / "in" / removed).unlink()
+    else:
+        bucket, name = split_gs_uri(store.uri(f"in/{removed}"))
+        store.emulator.client.bucket(bucket).blob(name).delete()
+    assert refresh(store) == 0
+    v2 = latest(store)
+    root = store.uri("root")
+    manifest = read_manifest(store.uri(f"root/{v2}"), text_reader(root))
+    assert (manifest.previous_version, manifest.sources_file) == (v1, SOURCES_NAME)
+    listed = [entry.path for entry in read_sources(store.uri(f"root/{v2}/{SOURCES_NAME}"), inside=root)]
+    assert listed == sorted(store.uri(f"in/{key}") for key in {*keys, added} - {removed})
+    changes = version_changes(store.uri(f"root/{v2}"), manifest)
+    s = changes.sources
+    assert (s.added, s.removed, s.changed, s.unchanged) == (1, 1, 1, len(keys) - 2)
+    assert (s.first_added, s.first_removed, s.first_changed) == (
+        [store.uri(f"in/{added}")],
+        [store.uri(f"in/{removed}")],
+        [store.uri(f"in/{changed}")],
+    )
+    assert changes.counts[0] == ("records", len(keys), len(keys))

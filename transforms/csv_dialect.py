@@ -197,11 +197,11 @@ def choose_delimiter(head: str, setting: str = AUTO, whole: bool = True) -> str:
     if setting == AUTO:
         setting = _best(splits)
     chosen = splits[setting]
-    better = [d for d, s in splits.items() if s.header > chosen.header and s.share == 1]
-    if chosen.header == 1 and better and chosen.rows:
+    better = [d for d, s in splits.items() if s.header > chosen.header and s.share == 1 and s.rows]
+    if chosen.header == 1 and better:  # its rows at `setting` may be none: a quote it leaves open
         raise DialectError(
             f"csv.delimiter {quoted(setting)} makes it one column, but {quoted(better[0])} splits its header and "
-            f"first {len(chosen.rows)} row(s) alike into {splits[better[0]].header}: set csv.delimiter: "
+            f"first {len(splits[better[0]].rows)} row(s) alike into {splits[better[0]].header}: set csv.delimiter: "
             f"{quoted(better[0])} or auto"
         )
     if chosen.rows and not chosen.matching:

@@ -146,6 +146,25 @@ def _listed(value: FeatureValue) -> Sequence[Scalar]:
     return value if isinstance(value, (list, tuple)) else (value,)
 
 
+COLOUR_MODES = {1: "grey", 2: "grey and alpha", 3: "RGB", 4: "RGBA"}  # by the channels TF decodes
+
+
+def image_facts(keys: Mapping[str, str], image: CheckedImage, label: str) -> dict[str, int | float | str]:
+    """What the dataset's statistics take of one image record (transforms.dataset_statistics):
+    the stored features they describe, under their feature names (`keys`), and what a record
+    implies but does not store: its bytes, aspect ratio, colour mode and EXIF orientation."""
+    return {
+        keys["width"]: image.width,
+        keys["height"]: image.height,
+        keys["format"]: image.format,
+        keys["text"]: label,
+        "image/stored_bytes": len(image.data),
+        "image/aspect_ratio": image.width / image.height,
+        "image/colour_mode": COLOUR_MODES.get(image.channels, f"{image.channels} channels"),
+        "image/exif_orientation": str(image.orientation),  # a kind, counted: 1 (none) to 8
+    }
+
+
 def image_features(
     keys: Mapping[str, str], image: CheckedImage, label_id: int, label: str, uri: str, key: str
 ) -> dict[str, FeatureValue]:

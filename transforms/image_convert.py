@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 from core.contract.layout import UNCOMPRESSED, is_remote
 from core.local_files import open_regular
-from transforms.example_proto import MAX_EXAMPLE_BYTES, encode_example, image_features
+from transforms.example_proto import MAX_EXAMPLE_BYTES, encode_example, image_facts, image_features
 from transforms.image_check import BadImage, Encoding, check_image
 from transforms.outcomes import DeadLetter, FirstFrame, Record, Source, Written
 from transforms.part_appender import PartAppender
@@ -106,6 +106,7 @@ class ImageConverter:
             outcome.source,
             outcome.digest,
             outcome.orientation,
+            outcome.facts,
         )
         return written, bytes_read
 
@@ -130,8 +131,17 @@ class ImageConverter:
         example = encode_example(features)
         first_frame = FirstFrame(source.uri, image.frames) if image.frames > 1 else None
         digest = content_digest(data)
+        facts = image_facts(s.keys, image, source.label)
         record = Record(
-            source.split, source.label, image.converted, example, first_frame, source.uri, digest, image.orientation
+            source.split,
+            source.label,
+            image.converted,
+            example,
+            first_frame,
+            source.uri,
+            digest,
+            image.orientation,
+            facts,
         )
         return record, len(data)
 

@@ -10,6 +10,7 @@ import dataclasses
 import json
 from typing import NamedTuple
 
+from transforms.dataset_statistics import DatasetStatistics, Value
 from transforms.same_content import SameContent, SameContentSummary
 
 METRICS_NAMESPACE = "tfrecord_pipeline"
@@ -36,7 +37,8 @@ class FirstFrame(NamedTuple):
 
 class Record(NamedTuple):
     """An Example to write. An image's also names its source, the digest of the source's bytes
-    (transforms.same_content) and the EXIF orientation it does not apply."""
+    (transforms.same_content) and the EXIF orientation it does not apply. `facts`: its values as
+    the dataset's statistics take them (transforms.dataset_statistics), by column name."""
 
     split: str
     label: str
@@ -46,6 +48,7 @@ class Record(NamedTuple):
     source: str = ""
     digest: bytes = b""
     orientation: int = 1  # 2-8: the source's EXIF orientation, not applied (transforms.image_check)
+    facts: dict[str, Value] | None = None
 
 
 class Written(NamedTuple):
@@ -62,6 +65,7 @@ class Written(NamedTuple):
     source: str = ""
     digest: bytes = b""
     orientation: int = 1
+    facts: dict[str, Value] | None = None
 
 
 class Skipped(NamedTuple):
@@ -117,6 +121,9 @@ class OutcomeSummary:
     skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # per extension
     errors: dict[str, int] = dataclasses.field(default_factory=dict)  # per stage
     same_content: SameContentSummary = dataclasses.field(default_factory=SameContentSummary)
+    # Of the records' facts; sketches, whose approximations depend on the order of merges, so no
+    # part of comparing two summaries.
+    statistics: DatasetStatistics = dataclasses.field(default_factory=DatasetStatistics, compare=False)
 
     def add(self, outcome: Record | Written | Skipped | DeadLetter | SameContent) -> None:
         if isinstance(outcome, Record | Written):
@@ -126,6 +133,7 @@ class OutcomeSummary:
             )
             if outcome.label:
                 _add(self.labels.setdefault(outcome.split, {}), outcome.label)
+            self.statistics.add(outcome.split, outcome.facts or {})
             self.converted += outcome.converted
             if outcome.first_frame:
                 self._add_first_frames(1, outcome.first_frame)
@@ -152,6 +160,7 @@ class OutcomeSummary:
                 _add(self.labels.setdefault(split, {}), label, n)
         self.converted += other.converted
         self.same_content.merge(other.same_content)
+        self.statistics.merge(other.statistics)
         if other.first_frames:
             self._add_first_frames(other.first_frames, other.first_frame_example)
         if other.turned:

@@ -686,6 +686,10 @@ class ListingOutputs(NamedTuple):
     dead_letters: beam.PCollection
 
 
+def _each(_, items: list):
+    return items
+
+
 def _uri_of(row: CsvRow):
     return row.source.uri, row
 
@@ -696,7 +700,7 @@ def _folder_of(source: Source):
 
 @beam.ptransform_fn
 def ListClassFolders(
-    pbegin,
+    start,
     root: str,
     extensions: Iterable[str],
     fractions,
@@ -705,7 +709,8 @@ def ListClassFolders(
     threads: int = 16,
     layout: FolderLayout = CLASS_FOLDER_LAYOUT,
 ):
-    """Every file below `root`, listed inside the job (so the graph does not grow with it): the
+    """Every file below `root`, listed inside the job (so the graph does not grow with it), once
+    `start` (the job's start element: pipeline.job_lease.started) is given: the
     Sources in lists (in_lists), and a dead letter for each thing below it that cannot be listed
     (storage.list_below). The listing fans out, so no worker holds the whole listing: locally each
     folder directly below `root` is an element, spread over the workers; on gs:// the listing of
@@ -717,13 +722,8 @@ def ListClassFolders(
     outputs = (SKIPPED, DEAD_LETTERS)
     listing = progress.Phase(JOB_LISTING, "files", entries)
     classify = ClassFolders(root, extensions, fractions, layout)
-    top = (
-        pbegin
-        | "Start" >> beam.Impulse()
-        | "ListInput"
-        >> beam.ParDo(_ListInput(classify, listed_here, listing, threads)).with_outputs(
-            *outputs, FOLDERS, RANGES, main="sources"
-        )
+    top = start | "ListInput" >> beam.ParDo(_ListInput(classify, listed_here, listing, threads)).with_outputs(
+        *outputs, FOLDERS, RANGES, main="sources"
     )
     below = (
         top[FOLDERS]
@@ -745,7 +745,7 @@ def ListClassFolders(
 
 @beam.ptransform_fn
 def ReadImageCsv(
-    pbegin,
+    start,
     csv_uri: str,
     uri_column: str,
     label_column: str,
@@ -757,7 +757,8 @@ def ReadImageCsv(
     planned_size: int,
     planned_rows: int | None = None,
 ):
-    """Rows of the CSV as Sources, in lists (in_lists); `splits` are the ones planned (each gets its
+    """Rows of the CSV as Sources, in lists (in_lists), once `start` (the job's start element) is
+    given; `splits` are the ones planned (each gets its
     own writer); `roots`: where rows may name images (confinement_problem). The CSV is read in
     `parts` (cut by the planner where rows start, in a CSV of `planned_size` bytes and
     `planned_rows` rows: the listing's progress total), spread over the workers. Rows are grouped
@@ -767,8 +768,8 @@ def ReadImageCsv(
         csv_uri, uri_column, label_column, split_column, fractions, roots, planned_size, planned_rows
     )
     rows = (
-        pbegin
-        | "Parts" >> beam.Create(list(parts))
+        start
+        | "Parts" >> beam.FlatMap(_each, list(parts))
         | "SpreadParts" >> beam.Reshuffle()
         | "ParseRows" >> beam.ParDo(parse).with_outputs(SKIPPED, DEAD_LETTERS, main="rows")
     )

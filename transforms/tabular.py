@@ -825,6 +825,6 @@ def encode_row(
         if name == label and schema[name].classes is not None:
             label_name = str(features[name])
     try:
-        return Record(row.split, label_name, False, encode_example(features))
+        return Record(row.split, label_name, False, encode_example(features), facts=features)
     except ExampleTooLarge as e:
         return DeadLetter(row.source, "encode", str(e))

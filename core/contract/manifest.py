@@ -173,6 +173,15 @@ class Manifest:
 
     # Files written beside the dataset for other readers (TFDS metadata), relative to the folder.
     metadata_files: tuple[str, ...] = ()
+    # The statistics the job computed (transforms.dataset_statistics), relative to the folder.
+    statistics_file: str = ""
+    # A refresh version: the version ROOT/LATEST named when it was made ("" for the first, or convert).
+    previous_version: str = ""
+    # A refresh version LATEST did not move to: the drift checks it failed against
+    # `previous_version` (pipeline.hold_checks), until a person promotes it.
+    held: tuple[str, ...] = ()
+    # A refresh version: the sources it was made of (path, size, generation), relative to the folder.
+    sources_file: str = ""
 
     @property
     def records(self) -> int:
@@ -181,11 +190,13 @@ class Manifest:
 
     @property
     def report_files(self) -> tuple[str, ...]:
-        """The reports written beside the records: the error files and the copies files."""
-        return (*self.error_files, *self.copies_files)
+        """The reports written beside the records: the error files, the copies files, the
+        statistics and the sources."""
+        named = (self.statistics_file, self.sources_file)
+        return (*self.error_files, *self.copies_files, *(name for name in named if name))
 
     def __post_init__(self):
-        _check_contained("the manifest", (*self.error_files, *self.copies_files, *self.metadata_files))
+        _check_contained("the manifest", (*self.report_files, *self.metadata_files))
         if self.compression not in COMPRESSIONS:
             raise ManifestError(f"compression {self.compression!r} is not one of {COMPRESSIONS}")
         if self.file_format not in FILE_FORMATS:

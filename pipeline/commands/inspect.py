@@ -1,9 +1,12 @@
-"""`python -m pipeline inspect DEST [--verify] [--contact_sheet FILE.png] [--samples N]`
+"""`python -m pipeline inspect DEST [--verify] [--contact_sheet FILE.png] [--samples N] [--report FILE.html]`
 
 Shows what a converted dataset (local folder or gs:// prefix) holds: the manifest's splits,
 shards, sizes, features, labels and error counts with the first reasons from the error reports
 (pipeline.report). `--verify` reads and checks every record (pipeline.verify) and exits 1 on any
-problem, naming its shard and record; `--contact_sheet` draws sample images (pipeline.contact_sheet).
+problem, naming its shard and record; `--contact_sheet` draws sample images (pipeline.contact_sheet);
+`--report` writes one self-contained HTML page of the dataset (pipeline.html_report). A refresh
+version is shown with what changed since the version before it (pipeline.version_changes) and,
+when a drift check held it, the checks and the command that promotes it.
 
 DEST may be a refresh ROOT: inspect follows ROOT/LATEST to the version it names, as the trainer
 does. A folder holding only manifest.rejected.json (a run that must not be trusted) is shown as
@@ -21,7 +24,7 @@ import sys
 
 from core import storage
 from core.contract.folders import FolderKindError, dataset_folder
-from core.contract.layout import ARRAY_RECORD
+from core.contract.layout import ARRAY_RECORD, join
 from core.contract.manifest import Manifest, ManifestError, ManifestRejectedError, read_manifest
 from core.contract.tf_import import TensorFlowMissingError, import_tensorflow
 from core.contract.versions import LatestPointerError
@@ -29,8 +32,11 @@ from core.local_files import LeadsOutside, NotARegularFile
 from core.shown import show
 from pipeline.contact_sheet import ContactSheetError, grid_shape, write_contact_sheet
 from pipeline.flags import DEBUG_HELP, OneLineParser, command_name
+from pipeline.html_report import write_report
 from pipeline.report import dataset_summary, error_lines, rejected_summary
 from pipeline.verify import unlisted_warnings, verify
+from pipeline.version_changes import change_lines, held_lines, version_changes
+from pipeline.version_store import held_version
 
 MAX_PROBLEMS_SHOWN = 50
 DEFAULT_SAMPLES = 16
@@ -57,6 +63,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"images on the contact sheet (default {DEFAULT_SAMPLES})",
     )
+    p.add_argument("--report", metavar="FILE.html", help="write one self-contained HTML page of what the dataset holds")
     return p
 
 
@@ -85,7 +92,11 @@ def _resolve(path: str) -> str:
     root, so inspect reads the dataset the trainer would read from the same path."""
     folder = dataset_folder(path, storage.text_reader(path), storage.children)
     if folder != path:
-        show(f"{path.rstrip('/')}/LATEST names version {storage.basename(folder)}: inspecting {folder}")
+        root = path.rstrip("/")
+        show(f"{root}/LATEST names version {storage.basename(folder)}: inspecting {folder}")
+        held = held_version(root, storage.basename(folder))
+        if held is not None:
+            show(f"{root} also holds version {held[0]}, newer, held: python -m pipeline inspect {join(root, held[0])}")
     return folder
 
 
@@ -116,16 +127,22 @@ def main(argv: list[str]) -> int:
     try:
         folder = _resolve(args.dest)
         manifest = read_manifest(folder, storage.text_reader(args.dest))
+        changes = version_changes(folder, manifest)
         show(
             *dataset_summary(folder, manifest),
             *(f"  warning: {warning}" for warning in unlisted_warnings(folder, manifest)),
             *error_lines(folder, manifest),
+            *(change_lines(changes) if changes else ()),
+            *held_lines(folder, manifest),
         )
         status = _verify(folder, manifest) if args.verify else 0
         if args.contact_sheet:
             tiles = write_contact_sheet(folder, manifest, args.contact_sheet, args.samples)
             columns, rows = grid_shape(tiles)
             show(f"contact sheet: {args.contact_sheet} ({tiles} image(s), {columns}x{rows} grid)")
+        if args.report:
+            write_report(folder, manifest, args.report, changes)
+            show(f"report: {args.report} (open it in a browser)")
         return status
     except ManifestRejectedError as e:
         return _rejected(folder, e.manifest, args)

@@ -1,7 +1,10 @@
 """`python -m pipeline refresh --input SRC --output ROOT [conversion flags] [--keep K]`: publish a
 new version of a dataset (the layout of ROOT: pipeline.version_store).
 
-A refresh lists SRC first. When the listing (paths, sizes, mtimes/generations: its fingerprint)
+A refresh lists SRC first, keeping each entry (pipeline.source_list) for the version's
+sources.jsonl.gz, written into its folder before the job runs and checked by its last step; the
+manifest names it and the version LATEST named (`previous_version`), which `inspect` compares it
+with (pipeline.version_changes). When the listing (paths, sizes, mtimes/generations: its fingerprint)
 and the settings are those of the version LATEST names, it prints "nothing changed" and exits 0
 without writing anything. Otherwise it converts into ROOT/<UTC timestamp>/ (a name after every
 version of ROOT, whatever the clock says: contract.versions.next_version) and the job's last
@@ -10,13 +13,18 @@ step checks the run as `publish.problems` does and then either
 * writes manifest.json and then LATEST (temporary file + rename, through Beam FileSystems, so
   local disk and gs:// alike); with --keep K, deletes versions beyond the newest K (never the one
   LATEST names, never anything newer); or
+* when its statistics drifted from those of the version LATEST names past the `hold` settings
+  (pipeline.hold_checks), writes manifest.json naming the checks it failed (`held`) and leaves
+  LATEST: the run exits 4, a job nobody waits for fails, and a rerun on unchanged input exits 4
+  again, until `--promote VERSION` (a person's decision) points LATEST at it; or
 * writes manifest.rejected.json instead of manifest.json (a folder without manifest.json is
   incomplete by contract), deletes the shards, keeps the error report, and fails the job.
 
 A run that crashes or is interrupted never reaches that step, so LATEST never moves; on local
 failures the refresh deletes its version folder (keeping only the error report and rejected
 manifest, when there are). A refresh that made a version it could not publish never exits 0.
-One refresh per ROOT at a time (ROOT/.lease: pipeline.lease); it deletes version folders left
+One refresh per ROOT at a time (ROOT/.lease: pipeline.lease; a job launched from a template takes
+it itself: pipeline.job_lease); it deletes version folders left
 without any manifest by runs that died, also when the input is unchanged. Splits do not move between
 versions: a source's split is a hash of its path below SRC (transforms.splits), whatever else was
 added. Nor do label ids: a new version keeps the previous one's, new labels after them
@@ -35,7 +43,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from core import storage
-from core.contract.layout import join
+from core.contract.layout import SOURCES_NAME, join
 from core.contract.manifest import Manifest, ManifestError, read_manifest
 from core.contract.versions import LatestPointerError, new_run, next_version
 from core.shown import show
@@ -43,7 +51,7 @@ from pipeline.build import converting_processes
 from pipeline.config import Config, ConfigError, load_config, to_dict
 from pipeline.ending import saying_what_dest_holds, version_outcome
 from pipeline.flags import REFRESH_FLAGS, command_name, config_overrides, make_parser, parse_command_line
-from pipeline.job import EXIT_FAILED, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
+from pipeline.job import EXIT_FAILED, EXIT_HELD, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
 from pipeline.lease import Fence, Lease, LeaseHeldError
 from pipeline.listing_digest import same_method
 from pipeline.planning import Plan, PlanError, make_plan
@@ -65,7 +73,18 @@ from pipeline.runners import (
     runner_of,
     runs_here,
 )
-from pipeline.version_store import VersionPublication, latest_version, remove_unfinished_versions
+from pipeline.source_list import SourceList
+from pipeline.version_changes import held_lines
+from pipeline.version_store import (
+    NotPromotable,
+    VersionHeld,
+    VersionPublication,
+    held_version,
+    latest_version,
+    promote,
+    remove_unfinished_versions,
+    version_states,
+)
 from transforms import convert_pool
 from transforms.counting import counter
 from transforms.label_column import kept_ids
@@ -88,7 +107,8 @@ def parser() -> argparse.ArgumentParser:
     return make_parser(
         command_name("refresh"),
         "Publish a new version of a dataset: convert into OUTPUT/<UTC timestamp>/, then point\n"
-        "OUTPUT/LATEST at it, only if the run succeeded; unchanged input is skipped.",
+        "OUTPUT/LATEST at it, only if the run succeeded and its statistics did not drift from\n"
+        "LATEST's version (else it is held: exit 4, until --promote); unchanged input is skipped.",
         REFRESH_FLAGS,
     )
 
@@ -157,12 +177,19 @@ def _report_unchanged(message: str) -> None:
     _LOG.info("%s", message)
 
 
-def _stage_unchanged_job(beam_args: list[str], message: str) -> None:
-    """A Flex Template launch must stage a job (the launcher fails without one): a one-step job
-    that only reports the skip, touching no data."""
+def _report_still_held(message: str) -> None:
+    raise VersionHeld(message)
+
+
+def unchanged_job(beam_args: list[str], message: str, still_held: bool = False) -> beam.Pipeline:
+    """What a Flex Template launch stages when there is nothing to convert (the launcher fails
+    without a job): a one-step job that only reports the skip, touching no data; it fails when the
+    version it skips is held, so that alerting on failed jobs keeps seeing it until a person
+    decides."""
     p = make_pipeline(pipeline_options(beam_args))
-    _ = p | "NothingChanged" >> beam.Create([message]) | "Report" >> beam.Map(_report_unchanged)
-    p.run()
+    report = _report_still_held if still_held else _report_unchanged
+    _ = p | "NothingChanged" >> beam.Create([message]) | "Report" >> beam.Map(report)
+    return p
 
 
 def _run(
@@ -186,6 +213,9 @@ def _run(
         )
         return 0
     show(*run_summary(manifest, plan.output, time.monotonic() - started))
+    if manifest.held:
+        show(*held_lines(publication.folder, manifest))
+        return EXIT_HELD
     latest = latest_version(root)
     if latest != publication.version:
         _LOG.error("%s/LATEST names %s, not this run's %s: version not published", root, latest, publication.version)
@@ -205,6 +235,8 @@ def main(argv: list[str]) -> int:
         if not config.output:
             raise ConfigError("refresh needs --output ROOT (the folder that holds the versions and LATEST)")
         root = storage.absolute(config.output).rstrip("/")
+        if args.promote is not None:
+            return _promote(root, args.promote, Lease(root, run, config.lease_seconds))
         source = storage.absolute(config.input_uri)
         check_input(config, source)
         check_output(config.kind, source, root)
@@ -221,6 +253,24 @@ def main(argv: list[str]) -> int:
         return _refresh(beam_args, config, root, run, args.keep, unattended, lease)
 
 
+def _promote(root: str, version: str, lease: Lease) -> int:
+    """`--promote VERSION`: under ROOT's lease, points LATEST at a committed version a person chose."""
+    was = check_folder_kind("refresh", root).latest
+    if was == version:
+        show(f"{root}/LATEST names {version} already: nothing to promote")
+        return 0
+    take_lease(lease)
+    with lease, Fence(root, lease.run) as fence:
+        try:
+            promote(root, version, fence)
+        except (NotPromotable, ManifestError) as e:
+            committed = sorted(v for v, state in version_states(root).items() if state == "complete")
+            _LOG.error("cannot promote: %s; %s's committed versions: %s", e, root, ", ".join(committed[-5:]) or "none")
+            return EXIT_REFUSED
+    show(f"Promoted version {version}: {root}/LATEST -> {version} (was {was or 'none'})")
+    return 0
+
+
 def _refresh(
     beam_args: list[str], config: Config, root: str, run: str, keep: int | None, unattended: bool, lease: Lease
 ) -> int:
@@ -228,23 +278,37 @@ def _refresh(
     try:
         previous = latest_version(root)
         version = next_version([*storage.children(root), previous or ""])
-        publication = VersionPublication(root, version, run, keep, unattended)
-        config = config.model_copy(update={"output": publication.folder, "overwrite": False})
-        plan = make_plan(
-            config, hand_over=runs_here(beam_args), local_files=reads_local_files(PipelineOptions(beam_args))
+        publication = VersionPublication(
+            root, version, run, keep, unattended, previous, config.hold, lease_seconds=config.lease_seconds
         )
-        if lease.held:  # under the lease no run writes but this one: what has no manifest, a dead run left
-            with Fence(root, run) as fence:
-                remove_unfinished_versions(root, fence)
-        manifest = previous_manifest(root, previous)
-        message = unchanged_since(root, previous, manifest, plan, config) if manifest else None
-        if message:
-            show(message)
-            if stages_only(pipeline_options(beam_args)):
-                _stage_unchanged_job(beam_args, message)
-            return 0
-        publication.prepare()
-        plan = with_previous_ids(plan, manifest)
+        config = config.model_copy(update={"output": publication.folder, "overwrite": False})
+        with SourceList() as listed:
+            plan = make_plan(
+                config,
+                hand_over=runs_here(beam_args),
+                local_files=reads_local_files(PipelineOptions(beam_args)),
+                listed=listed,
+            )
+            if lease.held:  # under the lease no run writes but this one: what has no manifest, a dead run left
+                with Fence(root, run) as fence:
+                    remove_unfinished_versions(root, fence)
+            manifest = previous_manifest(root, previous)
+            message = unchanged_since(root, previous, manifest, plan, config) if manifest else None
+            if message:
+                show(message)
+                if stages_only(pipeline_options(beam_args)):
+                    unchanged_job(beam_args, message).run()
+                return 0
+            held = held_version(root, previous)
+            if held is not None and unchanged_since(root, *held, plan, config):
+                lines = held_lines(join(root, held[0]), held[1])
+                show("Nothing changed since the last refresh, whose version is held.", *lines)
+                if stages_only(pipeline_options(beam_args)):
+                    unchanged_job(beam_args, " ".join(lines), still_held=True).run()
+                return EXIT_HELD
+            publication.prepare()
+            listed.write(join(publication.folder, SOURCES_NAME))  # checked and named by the job's last step
+        plan = dataclasses.replace(with_previous_ids(plan, manifest), sources_file=SOURCES_NAME)
     except (PlanError, LatestPointerError, OSError) as e:
         _LOG.error("%s", e)
         return EXIT_REFUSED

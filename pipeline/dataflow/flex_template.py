@@ -20,6 +20,7 @@ DESCRIPTIONS = {
     "succeeds, points OUTPUT/LATEST at it; skips unchanged input; keeps the newest KEEP versions.",
 }
 _REQUIRED_IN_TEMPLATE = {"input", "output"}  # the bundled sample and ./output are not in the image
+_NOT_IN_TEMPLATE = {"promote"}  # a person's decision, made by hand: it runs no job for a template to stage
 _TEMPLATE_HELP = {
     "config": "YAML file of settings: gs://... or a path in the image, e.g. configs/images.yaml; "
     "parameters override it",
@@ -40,7 +41,7 @@ def truthy(value: Any) -> bool:
 
 def _flags(command: str) -> tuple[Flag, ...]:
     try:
-        return COMMAND_FLAGS[command]
+        return tuple(flag for flag in COMMAND_FLAGS[command] if flag.name not in _NOT_IN_TEMPLATE)
     except KeyError:
         raise TemplateError(f"command must be one of {COMMANDS}, got {command!r}") from None
 

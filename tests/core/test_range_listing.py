@@ -119,7 +119,7 @@ def test_the_job_lists_a_folder_in_ranges_what_the_planner_lists(gcs):
     expected = [classify.listed(e) for e in storage.list_below(root, threads=4)]
     assert len(expected) == 43
     with TestPipeline() as p:
-        listed = p | ListClassFolders(root, extensions, FRACTIONS, threads=4)
+        listed = p | beam.Impulse() | ListClassFolders(root, extensions, FRACTIONS, threads=4)
         sources = listed.sources | beam.FlatMap(lambda sources: sources)
         assert_that((sources, listed.skipped, listed.dead_letters) | beam.Flatten(), equal_to(expected))
     assert gcs.list_requests > 40 // 3  # in pages of 3: listed, not handed over

@@ -239,6 +239,15 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
             "columns": [],
             "label": "auto",
         },
+        "hold": {
+            "enabled": True,
+            "records_drop": 0.2,
+            "min_records": 1000,
+            "label_linf": 0.1,
+            "numeric_js": 0.1,
+            "error_growth": 3.0,
+            "min_error_fraction": 0.001,
+        },
     }
     assert pickle.loads(pickle.dumps(config)) == config  # Beam pickles what it ships to workers
     with pytest.raises(pydantic.ValidationError):

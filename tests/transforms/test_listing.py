@@ -150,7 +150,7 @@ def test_the_job_lists_what_the_planner_lists(tmp_path):
     expected = _outcomes(root)
     assert len(expected) == 6
     with TestPipeline() as p:
-        listed = p | ListClassFolders(str(root), EXTENSIONS, FRACTIONS)
+        listed = p | beam.Impulse() | ListClassFolders(str(root), EXTENSIONS, FRACTIONS)
         sources = listed.sources | beam.FlatMap(lambda sources: sources)
         assert_that((sources, listed.skipped, listed.dead_letters) | beam.Flatten(), equal_to(expected), label="All")
     shutil.rmtree(root)
@@ -158,7 +158,7 @@ def test_the_job_lists_what_the_planner_lists(tmp_path):
 
 def _assert_the_job_lists(root: pathlib.Path, listed_here: str | None, expected: list) -> None:
     with TestPipeline() as p:
-        listed = p | ListClassFolders(str(root), EXTENSIONS, FRACTIONS, listed_here)
+        listed = p | beam.Impulse() | ListClassFolders(str(root), EXTENSIONS, FRACTIONS, listed_here)
         sources = listed.sources | beam.FlatMap(lambda sources: sources)
         assert_that((sources, listed.skipped, listed.dead_letters) | beam.Flatten(), equal_to(expected), label="All")
 
