@@ -184,6 +184,7 @@ class VersionPublication:
     previous: str | None = None  # the version LATEST named when the run began: what drift is measured from
     hold: HoldConfig = dataclasses.field(default_factory=HoldConfig)
     lease_seconds: int = LEASE_SECONDS  # the job's lease's, when it takes one
+    on_dataflow: bool = False  # a held version fails the job there, so that alerting on failed jobs sees it
 
     @property
     def folder(self) -> str:
@@ -238,14 +239,15 @@ class VersionPublication:
         return held_checks(before, manifest, before_statistics, after_statistics, self.hold)
 
     def report_held(self, held: list[str]) -> None:
-        """Says the version is committed but held, a line per check; fails the job when nobody waits
-        for it (the waiting launcher says it and exits 4)."""
+        """Says the version is committed but held, a line per check. On Dataflow the job fails, so
+        that alerting on failed jobs sees it (a launcher that waits then finds the version held and
+        exits 4, as a local run's does)."""
         counter("versions_held").inc()
         line = (
             f"{self.folder} held: {self.root}/LATEST stays at {self.previous}; "
             f"look at its report, then {promote_command(self.root, self.version)}"
         )
-        if self.unattended:
+        if self.unattended or self.on_dataflow:
             raise VersionHeld(f"{line}; it drifted: " + "; ".join(held))
         _LOG.info("%s", line)
 

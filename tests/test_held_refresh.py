@@ -187,3 +187,26 @@ def test_a_template_launch_that_finds_its_version_still_held_stages_a_job_that_f
     with pytest.raises(Exception, match="version 20990101T000000000000Z is held"):
         unchanged_job([], "version 20990101T000000000000Z is held", still_held=True).run().wait_until_finish()
     unchanged_job([], "nothing changed").run().wait_until_finish()  # an unchanged input's job passes
+
+
+def test_a_held_refresh_on_dataflow_fails_its_job_and_its_launcher_exits_4(tmp_path, monkeypatch, caplog, capsys):
+    """On Dataflow a held version fails the job (alerting on failed jobs sees it) once it is
+    committed; the launcher that waits finds it held and exits 4, keeping it. The runner is told by
+    its name (pipeline.runners.runner_of); the job itself runs here, on the DirectRunner."""
+    from pipeline.commands import refresh as refresh_command
+
+    source, root = photos(tmp_path / "src", 4), tmp_path / "root"
+    assert _refresh(source, root) == 0
+    first = _latest(root)
+    shutil.rmtree(source / "circle")
+    monkeypatch.setattr(refresh_command, "runner_of", lambda beam_args: "DataflowRunner")
+    capsys.readouterr()
+    assert _refresh(source, root) == 4
+    failed = [r for r in caplog.records if r.levelname == "ERROR" and "it drifted: " in r.getMessage()]
+    assert failed, "the job did not fail"
+    [held] = set(version_states(str(root))) - {first}
+    assert (
+        _latest(root) == first
+        and "class 'circle': 4 records -> none (it disappeared)" in load_manifest(root / held).held
+    )
+    assert f"held: LATEST was not moved to version {held}" in capsys.readouterr().out

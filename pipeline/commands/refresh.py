@@ -201,6 +201,10 @@ def _run(
     try:
         manifest = run_job(plan, config, beam_args, publication)
     except RunFailedError as e:
+        held = None if e.rejected else publication.committed_held()
+        if held is not None:  # a Dataflow job fails when it holds its version, once it committed it
+            show(*run_summary(held, plan.output, time.monotonic() - started), *held_lines(publication.folder, held))
+            return EXIT_HELD
         if e.rejected:
             show(*rejection_report(publication.folder, e.rejected))
         outcome = version_outcome(root, publication.run, previous)
@@ -279,7 +283,15 @@ def _refresh(
         previous = latest_version(root)
         version = next_version([*storage.children(root), previous or ""])
         publication = VersionPublication(
-            root, version, run, keep, unattended, previous, config.hold, lease_seconds=config.lease_seconds
+            root,
+            version,
+            run,
+            keep,
+            unattended,
+            previous,
+            config.hold,
+            lease_seconds=config.lease_seconds,
+            on_dataflow="Dataflow" in runner_of(beam_args),
         )
         config = config.model_copy(update={"output": publication.folder, "overwrite": False})
         with SourceList() as listed:
