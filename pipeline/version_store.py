@@ -108,16 +108,20 @@ def held_version(root: str, latest: str | None) -> tuple[str, Manifest] | None:
     held (nobody has promoted it, and no later refresh was published past it); None otherwise."""
     if latest is None or not is_version(latest):  # no LATEST (a first refresh, or started afresh): none held
         return None
-    states = version_states(root)
-    newer = [v for v, s in states.items() if s == "complete" and version_time(v) > version_time(latest)]
-    if not newer:
+    newer = (v for v in storage.children(root) if is_version(v) and version_time(v) > version_time(latest))
+    committed = (v for v in sorted(newer, key=version_time, reverse=True) if _committed(join(root, v)))
+    version = next(committed, None)  # the version folders' names, then their tops: not every shard below ROOT
+    if version is None:
         return None
-    version = max(newer, key=version_time)
     try:
         manifest = read_manifest(join(root, version), storage.text_reader(root))
     except ManifestError:  # no version a refresh held: it wrote its manifest
         return None
     return (version, manifest) if manifest.held else None
+
+
+def _committed(folder: str) -> bool:
+    return folder_kind(folder, storage.text_reader(folder), storage.children).committed
 
 
 def promote(root: str, version: str, fence: Fence) -> Manifest:
@@ -126,7 +130,7 @@ def promote(root: str, version: str, fence: Fence) -> Manifest:
     not read) when it is not one."""
     if not is_version(version):
         raise NotPromotable(f"{version!r} is not a version's name (a UTC time such as 20260301T020000123456Z)")
-    if not folder_kind(join(root, version), storage.text_reader(root), storage.children).committed:
+    if not _committed(join(root, version)):
         raise NotPromotable(f"{join(root, version)} holds no committed version (no {MANIFEST_NAME})")
     manifest = read_manifest(join(root, version), storage.text_reader(root))
     fence.write(join(root, LATEST_NAME), version + "\n", join(root, version))
