@@ -35,6 +35,7 @@ import tempfile
 
 import yaml
 from bench_docs import check_blocks, invoked_command, markdown_table, this_machine, write_tables
+from bench_report import load_line
 from bench_settings import REPO_ROOT
 from bench_statistics import FIGURES, alternate, medians, photo_inputs
 
@@ -133,7 +134,8 @@ def notes(rows: list[dict], runs: int, shorter_side: int) -> str:
     )
     return (
         f"Medians of {runs} runs per corpus and way; resized: `image.resize: {{shorter_side: {shorter_side}}}`, "
-        f"full size: no resize. Images per second over each run's wall time, start-up included. {verdict}"
+        f"full size: no resize. Images per second over each run's wall time, start-up included. {verdict} "
+        + load_line([run["loadavg_after"] for row in rows for done in row["runs"].values() for run in done])
     )
 
 

@@ -187,6 +187,7 @@ def alternate(
                         kept = os.path.join(keep, f"{os.path.basename(source['words'][-1])}-{name}")
                     run = run_one(source, checkout, folder, timeout, words, kept)
                     run["check"] = check(run, source, name)
+                    run["loadavg_after"] = os.getloadavg()[0]
                     by_way[name].append(run)
                     print(
                         f"  {source['input']}, {name}, run {index + 1}/{runs}: {run['cpu_s']:.1f} s CPU, "
