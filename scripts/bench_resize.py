@@ -28,20 +28,18 @@ and the machine (bench_docs).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 
 import yaml
-from bench_docs import check_blocks, invoked_command, markdown_table, this_machine, write_tables
 from bench_report import load_line
 from bench_settings import REPO_ROOT
-from bench_statistics import FIGURES, alternate, medians, photo_inputs
+from bench_statistics import FIGURES, alternate, begin, both_ways, checked_table, medians, photo_inputs, publish
 
 DOCS_BLOCK = "resize-conversion"
+NAMES = {"resized": "resized", "full": "full size"}  # each way, as the table's headings call it
 GOAL = 0.8  # the resized conversion's images per second over the full-size one's, at least
-WAYS = ("resized", "full")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,7 +72,7 @@ def resize_config(shorter_side: int) -> str:
 def _row(source: dict, runs: dict[str, list[dict]]) -> dict:
     row = {"input": source["input"], "records": source["records"], "runs": runs}
     row.update(medians(runs, (*FIGURES, "shards", "bytes")))
-    for name in WAYS:
+    for name in NAMES:
         row[f"{name}_images_per_s"] = source["records"] / row[f"{name}_wall_s"]
     row["speed_ratio"] = row["resized_images_per_s"] / row["full_images_per_s"]
     row["bytes_ratio"] = row["full_bytes"] / row["resized_bytes"] if row["resized_bytes"] else 0.0
@@ -87,41 +85,25 @@ def measure(args, sources: list[dict], config: str) -> list[dict]:
     return [_row(source, runs) for source, runs in zip(sources, done, strict=True)]
 
 
-HEADINGS = (
-    "input",
-    "img/s, resized",
-    "img/s, full size",
-    "resized / full size",
-    "CPU s, resized",
-    "CPU s, full size",
-    "peak RSS MB, resized",
-    "peak RSS MB, full size",
-    "on disk MB, resized (shards)",
-    "on disk MB, full size (shards)",
-    "full size / resized, bytes",
-    "check",
-)
+def _on_disk(name: str):
+    return (
+        f"on disk MB, {NAMES[name]} (shards)",
+        lambda row: f"{row[f'{name}_bytes'] / 1e6:,.1f} ({row[f'{name}_shards']:.0f})",
+    )
 
 
 def table(rows: list[dict]) -> str:
-    cells = [
+    return checked_table(
+        rows,
         [
-            row["input"],
-            f"{row['resized_images_per_s']:.0f}",
-            f"{row['full_images_per_s']:.0f}",
-            f"{row['speed_ratio']:.2f}x",
-            f"{row['resized_cpu_s']:.1f}",
-            f"{row['full_cpu_s']:.1f}",
-            f"{row['resized_peak_rss_mb']:.0f}",
-            f"{row['full_peak_rss_mb']:.0f}",
-            f"{row['resized_bytes'] / 1e6:,.1f} ({row['resized_shards']:.0f})",
-            f"{row['full_bytes'] / 1e6:,.1f} ({row['full_shards']:.0f})",
-            f"{row['bytes_ratio']:.1f}x",
-            row["check"].split("\n")[0],
-        ]
-        for row in rows
-    ]
-    return markdown_table(HEADINGS, cells, "l" + "r" * 10 + "l")
+            *both_ways("img/s", "images_per_s", ".0f", NAMES),
+            ("resized / full size", lambda row: f"{row['speed_ratio']:.2f}x"),
+            *both_ways("CPU s", "cpu_s", ".1f", NAMES),
+            *both_ways("peak RSS MB", "peak_rss_mb", ".0f", NAMES),
+            *(_on_disk(name) for name in NAMES),
+            ("full size / resized, bytes", lambda row: f"{row['bytes_ratio']:.1f}x"),
+        ],
+    )
 
 
 def notes(rows: list[dict], runs: int, shorter_side: int) -> str:
@@ -141,12 +123,7 @@ def notes(rows: list[dict], runs: int, shorter_side: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if REPO_ROOT not in sys.path:
-        sys.path.insert(1, REPO_ROOT)  # the project's packages, after this folder's bench_* modules
-    if args.docs:
-        check_blocks(args.docs, [DOCS_BLOCK])
-    machine = this_machine()
-    print(f"resize benchmark: {machine}; shorter_side {args.shorter_side}", file=sys.stderr)
+    machine = begin(args, DOCS_BLOCK, f"resize benchmark, shorter_side {args.shorter_side}")
     sources = photo_inputs(args.corpus)
     with tempfile.TemporaryDirectory(prefix="bench-resize-") as folder:
         config = os.path.join(folder, "resize.yaml")
@@ -154,13 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             f.write(resize_config(args.shorter_side))
         rows = measure(args, sources, config)
     text = f"{table(rows)}\n\n{notes(rows, args.runs, args.shorter_side)}"
-    print(text)
-    if args.docs:
-        write_tables(args.docs, {DOCS_BLOCK: text}, invoked_command(__file__, sys.argv[1:] if argv is None else argv))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"machine": machine, "args": vars(args), "inputs": rows}, f, indent=1)
-    return 0 if all(row["check"] == "ok" for row in rows) else 1
+    return publish(args, rows, text, machine, (__file__, DOCS_BLOCK, argv))
 
 
 if __name__ == "__main__":

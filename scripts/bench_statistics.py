@@ -42,7 +42,7 @@ import tempfile
 from collections.abc import Sequence
 
 from bench_corpus import corpus_extensions
-from bench_docs import check_blocks, invoked_command, markdown_table, this_machine, write_tables
+from bench_docs import check_blocks, figures_table, invoked_command, this_machine, write_tables
 from bench_measure import run_measured, tail
 from bench_settings import REPO_ROOT
 from bench_tabular_memory import make_csv
@@ -228,37 +228,34 @@ def _row(source: dict, runs: dict[str, list[dict]]) -> dict:
     return row
 
 
-HEADINGS = (
-    "input",
-    "CPU s, this",
-    "CPU s, baseline",
-    "CPU this / baseline",
-    "wall s, this",
-    "wall s, baseline",
-    "peak RSS MB, this",
-    "peak RSS MB, baseline",
-    "RSS difference MB",
-    "check",
-)
+def both_ways(heading: str, figure: str, spec: str, ways: dict[str, str]) -> list[tuple]:
+    """A column of `figure` for each way ({name: what the heading calls it}), formatted by `spec`."""
+    return [
+        (f"{heading}, {label}", lambda row, name=name: format(row[f"{name}_{figure}"], spec))
+        for name, label in ways.items()
+    ]
+
+
+def checked_table(rows: list[dict], columns: list[tuple]) -> str:
+    """The rows' table: the input, `columns`, and the first problem of its runs ("ok" for none)."""
+    every = [("input", lambda row: row["input"]), *columns, ("check", lambda row: row["check"].split("\n")[0])]
+    return figures_table(rows, every, "l" + "r" * len(columns) + "l")
+
+
+CHECKOUTS = {"this": "this", "baseline": "baseline"}
 
 
 def table(rows: list[dict]) -> str:
-    cells = [
+    return checked_table(
+        rows,
         [
-            row["input"],
-            f"{row['this_cpu_s']:.1f}",
-            f"{row['baseline_cpu_s']:.1f}",
-            f"{row['cpu_ratio']:.3f}",
-            f"{row['this_wall_s']:.1f}",
-            f"{row['baseline_wall_s']:.1f}",
-            f"{row['this_peak_rss_mb']:.0f}",
-            f"{row['baseline_peak_rss_mb']:.0f}",
-            f"{row['rss_difference_mb']:+.0f}",
-            row["check"].split("\n")[0],
-        ]
-        for row in rows
-    ]
-    return markdown_table(HEADINGS, cells, "l" + "r" * 8 + "l")
+            *both_ways("CPU s", "cpu_s", ".1f", CHECKOUTS),
+            ("CPU this / baseline", lambda row: f"{row['cpu_ratio']:.3f}"),
+            *both_ways("wall s", "wall_s", ".1f", CHECKOUTS),
+            *both_ways("peak RSS MB", "peak_rss_mb", ".0f", CHECKOUTS),
+            ("RSS difference MB", lambda row: f"{row['rss_difference_mb']:+.0f}"),
+        ],
+    )
 
 
 def notes(rows: list[dict], runs: int) -> str:
@@ -282,17 +279,31 @@ def notes(rows: list[dict], runs: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    machine = begin(args, DOCS_BLOCK, f"statistics benchmark; baseline {os.path.abspath(args.baseline)}")
+    rows = measure(args, inputs(args))
+    return publish(args, rows, f"{table(rows)}\n\n{notes(rows, args.runs)}", machine, (__file__, DOCS_BLOCK, argv))
+
+
+def begin(args, block: str, what: str) -> str:
+    """The machine line, once the project is on the path and, with `--docs`, the page is found to
+    have the block (before any run); says what runs on which machine."""
     if REPO_ROOT not in sys.path:
         sys.path.insert(1, REPO_ROOT)  # the project's packages, after this folder's bench_* modules
     if args.docs:
-        check_blocks(args.docs, [DOCS_BLOCK])
+        check_blocks(args.docs, [block])
     machine = this_machine()
-    print(f"statistics benchmark: {machine}; baseline {os.path.abspath(args.baseline)}", file=sys.stderr)
-    rows = measure(args, inputs(args))
-    text = f"{table(rows)}\n\n{notes(rows, args.runs)}"
+    print(f"{what}: {machine}", file=sys.stderr)
+    return machine
+
+
+def publish(args, rows: list[dict], text: str, machine: str, script: tuple[str, str, list[str] | None]) -> int:
+    """Prints `text`; with `--docs` writes it into the page's block, with `--json` every row; 0 if
+    every row's check is ok. `script`: the script's file, its block and the words it was given
+    (None: its command line's)."""
+    path, block, argv = script
     print(text)
     if args.docs:
-        write_tables(args.docs, {DOCS_BLOCK: text}, invoked_command(__file__, sys.argv[1:] if argv is None else argv))
+        write_tables(args.docs, {block: text}, invoked_command(path, sys.argv[1:] if argv is None else argv))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"machine": machine, "args": vars(args), "inputs": rows}, f, indent=1)
