@@ -259,26 +259,27 @@ def test_tfds_reads_tabular_records_with_optional_features(tmp_path, tfds):
 
 def test_the_files_are_what_tfds_write_metadata_writes(tmp_path, tfds):
     """Our files, byte for byte, against TFDS's writer given the same dataset and features."""
+    image_features = {
+        "image": {
+            "encoded": tfds.features.Tensor(shape=(), dtype=np.str_),
+            "format": tfds.features.Tensor(shape=(), dtype=np.str_),
+            "height": tfds.features.Tensor(shape=(), dtype=np.int64),
+            "width": tfds.features.Tensor(shape=(), dtype=np.int64),
+            "channels": tfds.features.Tensor(shape=(), dtype=np.int64),
+            "filename": tfds.features.Tensor(shape=(), dtype=np.str_),
+            "source_id": tfds.features.Tensor(shape=(), dtype=np.str_),
+            "class": {
+                "label": tfds.features.ClassLabel(names=list(LABELS)),
+                "text": tfds.features.Tensor(shape=(), dtype=np.str_),
+            },
+        }
+    }
     for kind, records, manifest, features in (
         (
             "images",
             _image_records(),
             IMAGE_MANIFEST,
-            {
-                "image": {
-                    "encoded": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "format": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "height": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    "width": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    "channels": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    "filename": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "source_id": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "class": {
-                        "label": tfds.features.ClassLabel(names=list(LABELS)),
-                        "text": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    },
-                }
-            },
+            image_features,
         ),
         (
             "images resized",
@@ -286,21 +287,8 @@ def test_the_files_are_what_tfds_write_metadata_writes(tmp_path, tfds):
             RESIZED_MANIFEST,
             {
                 "image": {
-                    "encoded": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "format": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "height": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    "width": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    "channels": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    "filename": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "source_id": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "class": {
-                        "label": tfds.features.ClassLabel(names=list(LABELS)),
-                        "text": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    },
-                    "original": {
-                        "height": tfds.features.Tensor(shape=(), dtype=np.int64),
-                        "width": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    },
+                    **image_features["image"],
+                    "original": {side: tfds.features.Tensor(shape=(), dtype=np.int64) for side in ("height", "width")},
                 }
             },
         ),
