@@ -98,6 +98,24 @@ def test_larger_sources_are_stored_at_the_bound_and_the_rest_as_they_were(tmp_pa
     assert manifest.counts.converted == len(SOURCES)
 
 
+def test_an_image_csv_is_stored_at_the_bound_too(tmp_path):
+    sources = write_input(tmp_path / "in")
+    rows = "".join(f"{rel},{rel.split('/')[0]}\n" for rel in sources)
+    (tmp_path / "in" / "labels.csv").write_text("image_uri,label\n" + rows)
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps({"kind": "image_csv", "image": {"resize": {"longer_side": BOUND}}}))
+    dest = tmp_path / "out"
+    argv = ["--config", str(config), "--input", str(tmp_path / "in" / "labels.csv"), "--output", str(dest)]
+    assert main([*argv, "--max_error_fraction", "0.5"]) == 0
+    records = records_by_source(dest, tmp_path / "in")
+    assert set(records) == set(SOURCES) | set(WITHIN)
+    for rel, record in records.items():
+        upright = ImageOps.exif_transpose(Image.open(io.BytesIO(sources[rel]))).size
+        stored = Resize(longer_side=BOUND).target(*upright) or upright
+        assert (record["image/width"], record["image/height"]) == stored, rel
+        assert (record["image/original/width"], record["image/original/height"]) == upright, rel
+
+
 def test_without_the_setting_records_have_no_original_size(tmp_path):
     write_input(tmp_path / "in")
     dest = tmp_path / "out"
