@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from PIL import Image, ImageOps
 
 from tests import broken_images as bi
+from tests.code_scan import LIBRARY, calls
 from tests.transforms.test_image_check import BROKEN, FUZZED, MAX_PIXELS, VARIANTS
 from transforms.image_check import BadImage, Encoding, check_image
 from transforms.image_resize import Resize
@@ -188,3 +189,25 @@ def test_jpeg_quality_is_that_of_the_scaled_image():
         for q in (50, 95)
     ]
     assert sizes[0] < sizes[1]
+
+
+# Pillow's calls that change an image's size or turn it, by the name's last part.
+SIZE_CHANGES = frozenset({"resize", "thumbnail", "draft", "reduce", "fit", "contain", "cover", "pad", "scale"})
+SIZE_CHANGES |= {"exif_transpose", "transpose", "rotate"}
+# (module, function): why it may change an image's size or turn it.
+ALLOWED = {
+    ("transforms.image_resize", "scaled"): "the chokepoint: every stored image scaled down",
+    ("transforms.image_check", "_jpeg"): "the DCT scale a JPEG is decoded at, for the check or for scaled()",
+    ("transforms.image_check", "_reencode"): "turned as its EXIF orientation says, before scaled()",
+    ("pipeline.contact_sheet", "contact_sheet"): "a tile of the contact sheet, drawn from a stored record",
+    ("pipeline.html_report", "_thumbnail"): "a thumbnail in the report, drawn from a stored record",
+}
+
+
+def test_every_stored_image_is_scaled_at_one_chokepoint():
+    """Nothing a run executes scales or turns an image but image_resize.scaled and the decode and
+    turn before it; the contact sheet and report only draw what records hold."""
+    found = {(c.module, c.function): c for c in calls(LIBRARY) if c.name.split(".")[-1] in SIZE_CHANGES}
+    bypasses = sorted(c.site for key, c in found.items() if key not in ALLOWED)
+    assert not bypasses, "images scaled or turned outside the chokepoint:\n" + "\n".join(bypasses)
+    assert not sorted(key for key in ALLOWED if key not in found), "allowed, but they change no size"
