@@ -4,17 +4,18 @@ dataset converted as it is and converted with ``image.resize: {shorter_side: 256
 
 Usage::
 
-    python scripts/bench_resize_accuracy.py [--folder bench/resize_accuracy] [--count 800]
-                                            [--seeds 1,2,3] [--epochs 8] [--image_size 96]
+    python scripts/bench_resize_accuracy.py [--folder bench/resize_accuracy] [--count 1200]
+                                            [--seeds 1,2,3] [--epochs 8] [--image_size 64]
                                             [--json out.json] [--docs docs/performance.md]
 
 The task is generated (Pillow and numpy only, deterministic: photo ``i`` depends only on
 ``--corpus_seed`` and ``i``): class folders of JPEG photos of quality 90, 600-1600 px on the longer
-side, each a textured, noisy background with a few small clutter shapes and one large shape whose
-kind is the label (circle, square, triangle or cross), at a random place, size (18-34% of the
-shorter side), rotation and colour. The large shape stays 46 px or more across at 256 px on the
-shorter side, where the clutter is 5-15 px: the label is plain at the stored size. The shape lies
-within the central square the trainer's center crop keeps.
+side (360 px or more on the shorter), each a blotchy, grainy backdrop with a few small clutter
+shapes of every kind and one large shape whose kind is the label (circle, cross, square or
+triangle), at a random place, size (30-50% of the shorter side), rotation and colour. At 256 px
+on the shorter side the large shape is 77 px or more across and the clutter 5-15 px: the label is
+plain at the stored size (and at the trainer's 64 px, 22 px or more). The shape lies within the
+central square the trainer's center crop keeps.
 
 The corpus is converted twice by the real CLI (``python -m pipeline``): as it is, and with a YAML
 config the script writes, ``image: {resize: {shorter_side: N}}``. Both conversions split by the
@@ -50,11 +51,11 @@ DOCS_BLOCK = "resize-accuracy"
 CLASSES = ("circle", "cross", "square", "triangle")
 JPEG_QUALITY = 90
 LONGER_SIDE = (600, 1600)  # px, of every generated photo
-SHAPE_FRACTION = (0.25, 0.45)  # the labelled shape's size, of the shorter side
+SHAPE_FRACTION = (0.3, 0.5)  # the labelled shape's size, of the shorter side
 CLUTTER_FRACTION = (0.02, 0.06)  # the clutter shapes' sizes, of the shorter side
 BLOTCHES = (8, 20)  # the backdrop's blotches across its shorter side
 BACKDROP_CONTRAST = 35  # the most each channel of the blotches' two colours differ
-CONTRAST = (50, 100)  # the shapes' distance in RGB from a blend of the backdrop's colours
+CONTRAST = (80, 130)  # the shapes' distance in RGB from a blend of the backdrop's colours
 NOISE = 8  # grain: each channel of each pixel moves up to this many levels
 CENTRAL = 0.8  # the labelled shape lies within this central square of the shorter side
 VERSIONS = ("as converted", "resized")
@@ -110,7 +111,7 @@ def _background(rng: np.random.Generator, width: int, height: int) -> tuple[np.n
 
 
 def _colour_near(rng: np.random.Generator, colours: np.ndarray) -> tuple[int, ...]:
-    """A colour a moderate step away from a blend of the backdrop's two: low contrast."""
+    """A colour CONTRAST away (in RGB) from a blend of the backdrop's two."""
     base = colours[0] + (colours[1] - colours[0]) * rng.random()
     step = rng.normal(size=3)
     step *= rng.uniform(*CONTRAST) / np.linalg.norm(step)
@@ -274,7 +275,8 @@ def table(seeds: list[int], accuracies: dict[str, list[float]], summary: dict, d
         markdown_table(header, rows),
         "",
         f"Validation accuracy in % ({details['val_records']} records), after {details['epochs']} epochs; "
-        f"`train s`: median seconds of one training run.",
+        f"`train s`: median seconds of one training run; {len(seeds) * len(VERSIONS)} runs, "
+        f"the photos and both conversions: {details['seconds'] / 60:.1f} minutes in all.",
         f"Difference of the means {100 * summary['difference']:+.1f} points (standard error "
         f"{_points(summary['standard_error'])}); run-to-run spread up to {_points(summary['spread'])} points "
         f"(max-min of one version's seeds): {verdict} the noise.",
@@ -289,11 +291,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=os.path.join(REPO_ROOT, "bench", "resize_accuracy"),
         help="where the photos and both datasets are written (emptied first)",
     )
-    parser.add_argument("--count", type=int, default=800, help="photos to generate (default 800)")
+    parser.add_argument("--count", type=int, default=1200, help="photos to generate (default 1200)")
     parser.add_argument("--corpus_seed", type=int, default=49, help="seed of the generated photos (default 49)")
     parser.add_argument("--shorter_side", type=int, default=256, help="the resized version's bound (default 256)")
     parser.add_argument("--seeds", default="1,2,3", help="the trainer's --seed of each run, comma-separated")
-    parser.add_argument("--epochs", type=int, default=10, help="epochs of each training run (default 10)")
+    parser.add_argument("--epochs", type=int, default=8, help="epochs of each training run (default 8)")
     parser.add_argument("--image_size", type=int, default=64, help="the trainer's --image_size (default 64)")
     parser.add_argument("--batch_size", type=int, default=32, help="the trainer's --batch_size (default 32)")
     parser.add_argument("--json", help="also write every run's figures as JSON to this path")
@@ -349,11 +351,11 @@ def main(argv: list[str] | None = None) -> int:
         "train_seconds": {version: statistics.median(run["seconds"] for run in runs[version]) for version in VERSIONS},
         "val_records": runs[VERSIONS[0]][0]["val_records"],
         "epochs": args.epochs,
+        "seconds": time.monotonic() - started,
     }
     text = table(args.seeds, accuracies, summary, details)
     print(text)
-    elapsed = time.monotonic() - started
-    print(f"{len(args.seeds) * len(VERSIONS)} training runs; {elapsed:.0f} s in all", file=sys.stderr)
+    elapsed = details["seconds"]
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": runs, "converted": converted, "summary": summary, "seconds": elapsed}, f, indent=2)
