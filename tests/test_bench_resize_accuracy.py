@@ -65,7 +65,7 @@ def test_one_invocation_converts_both_versions_trains_on_each_and_writes_the_pag
         records = [r for split in first["records"] for r in read_split(folder / dataset, split)]
         assert len(records) == 16
         for record in records:
-            width, height = sizes[Path(record["image/filename"]).name]
+            width, height = sizes[Path(record["image/filename"].decode()).name]
             stored = record["image/width"], record["image/height"]
             if index == 0:
                 assert stored == (width, height) and record.get("image/original/width") is None
