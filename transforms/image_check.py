@@ -505,6 +505,12 @@ def _reencode(
     source = im
     target = encoding.resize.target(*full_size) if full_size else None
     with _pillow_errors("convert", f"cannot re-encode {im.format} {im.mode}"):
+        # Pixels no PNG holds whole are refused, not clipped into a JPEG either
+        mode = _PNG_MODES.get(im.mode)
+        if mode is None:
+            raise BadImage("convert", f"Pillow mode {im.mode} has no lossless PNG form")
+        if im.mode == "I" and not 0 <= im.getextrema()[0] <= im.getextrema()[1] <= 0xFFFF:
+            raise BadImage("convert", "32-bit pixel values outside 0..65535 have no lossless PNG form")
         if orientation != 1:
             im = ImageOps.exif_transpose(im)
         if lossy or encoding.jpeg_only or target:
@@ -513,11 +519,6 @@ def _reencode(
                 out = scaled(out, target)
             fmt, options, channels = "JPEG", {"quality": encoding.jpeg_quality}, 1 if out.mode == "L" else 3
         else:
-            mode = _PNG_MODES.get(im.mode)
-            if mode is None:
-                raise BadImage("convert", f"Pillow mode {im.mode} has no lossless PNG form")
-            if im.mode == "I" and not 0 <= im.getextrema()[0] <= im.getextrema()[1] <= 0xFFFF:
-                raise BadImage("convert", "32-bit pixel values outside 0..65535 have no lossless PNG form")
             out = im if mode == im.mode else im.convert(mode)
             # zlib level 4 makes photos within 1% of the default level 6's size, in 60% of the time.
             fmt, options = "PNG", {"compress_level": 4}
