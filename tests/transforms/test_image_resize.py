@@ -5,26 +5,20 @@ still refused."""
 from __future__ import annotations
 
 import io
-import random
 
 import numpy as np
 import pytest
-import tensorflow as tf
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageOps
 
 from tests import broken_images as bi
 from tests.code_scan import LIBRARY, calls
-from tests.transforms.test_image_check import BROKEN, FUZZED, MAX_PIXELS, VARIANTS
+from tests.transforms.test_image_check import BROKEN, FUZZED, MAX_PIXELS, VARIANTS, damaged_copies, tf_decode
 from transforms.image_check import BadImage, Encoding, check_image
 from transforms.image_resize import Resize
 
 SIDES = st.integers(1, 20_000)
-
-
-def tf_decode(data: bytes) -> np.ndarray:
-    return tf.io.decode_image(data, expand_animations=False).numpy()
 
 
 def bounds() -> st.SearchStrategy[Resize]:
@@ -132,14 +126,7 @@ def test_every_broken_source_is_still_refused_for_the_same_reason(name):
 @pytest.mark.filterwarnings("ignore:Image appears to be a malformed MPO file")
 @pytest.mark.parametrize("name", FUZZED)
 def test_truncated_or_bit_flipped_sources_are_refused_or_stored_as_tensorflow_decodes_them(name):
-    source = VARIANTS[name].make()
-    rng = random.Random(name)
-    damaged = [source[:n] for n in rng.sample(range(1, len(source)), min(40, len(source) - 1))]
-    for _ in range(80):
-        flipped = bytearray(source)
-        flipped[rng.randrange(len(source))] ^= 1 << rng.randrange(8)
-        damaged.append(bytes(flipped))
-    for data in damaged:
+    for data in damaged_copies(name):
         try:
             plain = check_image(data, MAX_PIXELS)
         except BadImage:
