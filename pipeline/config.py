@@ -22,7 +22,7 @@ import pydantic
 import pydantic.dataclasses
 from pydantic import Field, Strict
 
-from core.contract.features import DEFAULT_IMAGE_KEYS
+from core.contract.features import DEFAULT_IMAGE_KEYS, ORIGINAL_SIZE_KEYS
 from core.contract.layout import ARRAY_RECORD, FILE_FORMATS, TFRECORD
 from core.contract.manifest import KINDS
 from core.local_files import NotYaml, load_yaml
@@ -34,6 +34,7 @@ from transforms.csv_dialect import AUTO
 from transforms.folder_layout import LAYOUTS
 from transforms.image_check import ALPHA_MODES, DEFAULT_MAX_PIXELS, Encoding, max_pixels_limit
 from transforms.image_convert import DEFAULT_MAX_FILE_MIB, MAX_FILE_MIB
+from transforms.image_resize import Resize
 from transforms.splits import check_split_name
 from transforms.tabular import DECLARABLE_TYPES, MAX_COLUMNS
 
@@ -85,6 +86,25 @@ class ShardingConfig(ShardConfig):
     num_shards: Annotated[Int, Field(ge=0, le=MAX_SHARDS)] = ShardConfig.num_shards  # > 0 overrides everything
 
 
+class ResizeConfig(pydantic.BaseModel):
+    """image.resize: sources larger than one bound stored scaled down to it (transforms.image_resize)."""
+
+    model_config = _SECTION
+
+    shorter_side: Annotated[Int, Field(ge=1, le=max_pixels_limit())] | None = None
+    longer_side: Annotated[Int, Field(ge=1, le=max_pixels_limit())] | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _one_bound(self):
+        if self.shorter_side is not None and self.longer_side is not None:
+            raise ValueError("give shorter_side or longer_side, not both")
+        return self
+
+    @property
+    def resize(self) -> Resize:
+        return Resize(self.shorter_side, self.longer_side)
+
+
 class ImageConfig(pydantic.BaseModel):
     model_config = _SECTION
 
@@ -120,11 +140,22 @@ class ImageConfig(pydantic.BaseModel):
     # sources whose shorter side is below this are dead letters naming both sizes: for readers whose
     # crop keeps a fraction of that side (configs/tpu_resnet.yaml, configs/model_garden.yaml); 1: none
     min_side: Annotated[Int, Field(ge=1, le=max_pixels_limit())] = 1
+    # sources larger than this are stored scaled down to it, as JPEG of jpeg_quality, and their records
+    # keep their full size too: {shorter_side: N} or {longer_side: N}; {}: stored at their own size
+    resize: ResizeConfig = ResizeConfig()
 
     @property
     def encoding(self) -> Encoding:
         upright = self.exif_orientation == "apply"
-        return Encoding(self.jpeg_only, self.jpeg_quality, self.alpha, upright=upright, min_side=self.min_side)
+        resize = self.resize.resize
+        return Encoding(
+            self.jpeg_only, self.jpeg_quality, self.alpha, upright=upright, min_side=self.min_side, resize=resize
+        )
+
+    @pydantic.model_validator(mode="after")
+    def _encodable(self):
+        self.encoding  # noqa: B018 (its checks: a resize below min_side is refused)
+        return self
 
     @pydantic.field_validator("extensions", mode="before")
     @classmethod
@@ -148,10 +179,11 @@ class ImageConfig(pydantic.BaseModel):
     @pydantic.field_validator("keys")
     @classmethod
     def _known_roles(cls, keys: dict[str, str]) -> dict[str, str]:
-        unknown = set(keys) - set(DEFAULT_IMAGE_KEYS)
+        roles = {**DEFAULT_IMAGE_KEYS, **ORIGINAL_SIZE_KEYS}
+        unknown = set(keys) - set(roles)
         if unknown:
-            raise ValueError(f"unknown roles {sorted(unknown)}; roles are {sorted(DEFAULT_IMAGE_KEYS)}")
-        features = list({**DEFAULT_IMAGE_KEYS, **keys}.values())
+            raise ValueError(f"unknown roles {sorted(unknown)}; roles are {sorted(roles)}")
+        features = list({**roles, **keys}.values())
         if len(set(features)) < len(features):
             shared = sorted({f for f in features if features.count(f) > 1})
             raise ValueError(f"two roles would write the same feature key: {shared}")
@@ -324,7 +356,10 @@ class Config(pydantic.BaseModel):
 
     @property
     def image_keys(self) -> dict[str, str]:
-        return {**DEFAULT_IMAGE_KEYS, **self.image.keys}
+        """The feature key of each role records have: the original size roles only where sources
+        are resized."""
+        roles = {**DEFAULT_IMAGE_KEYS, **(ORIGINAL_SIZE_KEYS if self.image.resize.resize.enabled else {})}
+        return {role: self.image.keys.get(role, key) for role, key in roles.items()}
 
 
 def _keys(cls) -> list[str]:
@@ -337,7 +372,11 @@ _SECTIONS = {
     for name, field in Config.model_fields.items()
     if isinstance(field.annotation, type) and hasattr(field.annotation, "__pydantic_fields__")
 }
-_KNOWN = {(): _keys(Config), **{(name,): _keys(cls) for name, cls in _SECTIONS.items()}}
+_KNOWN = {
+    (): _keys(Config),
+    **{(name,): _keys(cls) for name, cls in _SECTIONS.items()},
+    ("image", "resize"): _keys(ResizeConfig),
+}
 # Where each conversion flag lands (Flag.key): `--num_shards` in sharding.num_shards, `--image_roots` in
 # image_csv.roots, the others at the top.
 _FLAG_KEYS = {f.key: f"--{f.name}" for f in CONVERT_FLAGS if f.name != "config"}
@@ -438,3 +477,9 @@ def _describe(error: Mapping[str, Any], path: str | None, values: Mapping, overr
 def to_dict(config: Config) -> dict[str, Any]:
     """JSON-ready settings, for the manifest (keys as in the YAML)."""
     return config.model_dump(by_alias=True)
+
+
+def with_defaults(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings as a manifest recorded them (to_dict), with each setting they lack at its default:
+    a version made before a setting existed was made as its default makes one."""
+    return merge(to_dict(Config()), settings)

@@ -1,5 +1,6 @@
 """`inspect --contact_sheet`: a grid of sample images, each captioned with its label and
-dimensions, so a person can see at a glance that the labels match the pictures."""
+dimensions (as stored, and where stored resized, the original's: `53x40 jpeg of 120x90`), so a
+person can see at a glance that the labels match the pictures."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ _LOG = logging.getLogger(__name__)
 # with no margins, so the sheet's size tells how many slots it has.
 THUMBNAIL = 160
 CAPTION_HEIGHT = 34
+CAPTION_CHARS = 26  # of a caption line that fit the tile
 TILE_WIDTH, TILE_HEIGHT = THUMBNAIL, THUMBNAIL + CAPTION_HEIGHT
 SHEET_BACKGROUND = (255, 255, 255)
 TILE_BACKGROUND = (32, 32, 32)
@@ -43,7 +45,8 @@ def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
     of the splits in manifest order, decoded: {image (uint8 HxWxC numpy), label, width, ...}."""
     tf = import_tensorflow()
     keys = manifest.image_keys
-    shown = [keys[role] for role in ("encoded", "label", "filename", "format") if keys.get(role) in manifest.features]
+    roles = ("encoded", "label", "filename", "format", "original_width", "original_height")
+    shown = [keys[role] for role in roles if keys.get(role) in manifest.features]
     spec = parse_spec([manifest.features[key] for key in shown], tf, fill_missing=True)
     samples = []
     for split in manifest.splits.values():
@@ -65,6 +68,11 @@ def sample_images(dest: str, manifest: Manifest, n: int) -> list[dict]:
                         "height": image.shape[0],
                         "width": image.shape[1],
                         "format": row.get(keys.get("format"), b"").decode("utf-8", "replace"),
+                        **{
+                            role: int(row[keys[role]])
+                            for role in ("original_width", "original_height")
+                            if keys.get(role) in row
+                        },
                     }
                 )
                 if len(samples) >= n:
@@ -105,10 +113,21 @@ def contact_sheet(samples: list[dict]):
         )
         sheet.paste(thumbnail, (x + (TILE_WIDTH - thumbnail.width) // 2, y + (THUMBNAIL - thumbnail.height) // 2))
         label = f"{sample['label_id']} {sample['label']}" if sample["label_id"] is not None else "(no label)"
-        size = f"{sample['width']}x{sample['height']} {sample['format']}".strip()
-        draw.text((x + 4, y + THUMBNAIL + 2), label[:26], fill=(255, 255, 255), font=font)
-        draw.text((x + 4, y + THUMBNAIL + 17), size[:26], fill=(190, 190, 190), font=font)
+        draw.text((x + 4, y + THUMBNAIL + 2), label[:CAPTION_CHARS], fill=(255, 255, 255), font=font)
+        draw.text((x + 4, y + THUMBNAIL + 17), size_caption(sample), fill=(190, 190, 190), font=font)
     return sheet
+
+
+def size_caption(sample: dict) -> str:
+    """`WxH format` of the stored image; where the record keeps an original size that differs (a
+    dataset stored resized), `WxH format of WxH`, the format left out where the line would not fit."""
+    stored = f"{sample['width']}x{sample['height']}"
+    caption = f"{stored} {sample['format']}".strip()
+    original = sample.get("original_width"), sample.get("original_height")
+    if None not in original and original != (sample["width"], sample["height"]):
+        of = f" of {original[0]}x{original[1]}"
+        caption = caption + of if len(caption + of) <= CAPTION_CHARS else stored + of
+    return caption[:CAPTION_CHARS]
 
 
 def write_contact_sheet(dest: str, manifest: Manifest, path: str, n: int) -> int:

@@ -2,7 +2,8 @@
 browser and offline: no script, no network, the styles and charts (SVG) inline, thumbnails as
 data: URIs. Splits and labels as bar charts, the distributions of image sizes and bytes or of a
 table's columns (from the statistics the job computed: transforms.dataset_statistics), formats,
-colour modes and orientations, dead letters by stage with the first of them, examples per class,
+colour modes and orientations (sizes as stored: where images are stored resized, the page says
+so, and where their full sizes are), dead letters by stage with the first of them, examples per class,
 the manifest's warnings; for a refresh version, what changed since the one before it and, for one
 held, why.
 
@@ -24,7 +25,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from core import storage
 from core.contract.layout import join
 from core.contract.manifest import Manifest
-from pipeline.report import first_errors
+from pipeline.report import first_errors, stored_size_text
 from pipeline.shard_records import read_shard
 from pipeline.statistics_file import read_statistics
 from pipeline.tfrecord_reader import RecordError
@@ -117,6 +118,7 @@ def render(page: ReportPage) -> str:
     return environment.get_template("report.html").render(
         title=f"{m.kind} dataset {page.dest}",
         subtitle=f"run {m.run} · {len(m.splits)} split(s) · {m.file_format}, {m.compression}",
+        stored_size=stored_size_text(m),
         kind=m.kind,
         counts=m.counts,
         splits=[(name, split.records) for name, split in m.splits.items()],

@@ -15,11 +15,13 @@ from __future__ import annotations
 import itertools
 
 from core import storage
+from core.contract.features import ORIGINAL_SIZE_KEYS
 from core.contract.json_text import NotJson, json_lines
 from core.contract.layout import ARRAY_RECORD, REJECTED_MANIFEST_NAME, REPORT_LINE_CHARS, join
 from core.contract.manifest import Counts, Manifest
 from pipeline.flags import command_name
 from transforms.folder_layout import SPLIT_FOLDERS, FolderLayout
+from transforms.image_resize import Resize
 from transforms.outcomes import WHOLE_FILE_STAGES
 
 FIRST_ERRORS_SHOWN = 5
@@ -82,6 +84,7 @@ def dataset_summary(dest: str, manifest: Manifest, title: str = "Dataset") -> li
         f"  kind {m.kind}, created {m.created or '?'} by pipeline {m.package_version or '?'}, "
         f"{'ArrayRecord files' if m.file_format == ARRAY_RECORD else _stored_as(m) + ' TFRecords'} of tf.train.Example",
         *_read_as(m),
+        *_stored_size_lines(m),
     ]
     on_disk, disk_label = bytes_on_disk(dest, m), on_disk_label(m)
     width = len(disk_label)
@@ -139,6 +142,42 @@ def _read_as(manifest: Manifest) -> list[str]:
             f"fractions, {header}"
         ]
     return []
+
+
+def stored_resize(manifest: Manifest) -> Resize | None:
+    """The bound the images of `manifest` were stored within (its options.image.resize, config
+    image.resize), or None: no side named (the setting off, or a manifest older than it), or a
+    setting that is not one."""
+    image = manifest.options.get("image") if manifest.is_image_dataset else None
+    resize = image.get("resize") if isinstance(image, dict) else None
+    if not isinstance(resize, dict):
+        return None
+    sides = {side: resize.get(side) for side in ("shorter_side", "longer_side")}
+    if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in sides.values()):
+        return None
+    try:
+        bound = Resize(**sides)
+    except ValueError:
+        return None
+    return bound if bound.enabled else None
+
+
+def stored_size_text(manifest: Manifest) -> str:
+    """How images are stored, where they are stored resized: the bound, the JPEG quality of the
+    scaled-down ones and where each record keeps its full size; "" for any other dataset."""
+    resize = stored_resize(manifest)
+    if resize is None:
+        return ""
+    quality = manifest.options["image"].get("jpeg_quality")
+    quality = f", JPEG quality {quality}" if isinstance(quality, int) else ""
+    keys = [manifest.image_keys[role] for role in ORIGINAL_SIZE_KEYS if role in manifest.image_keys]
+    full = f"; full sizes in {', '.join(keys)}" if keys else ""
+    return f"images stored with their {resize.describe()} (image.resize){quality}{full}"
+
+
+def _stored_size_lines(manifest: Manifest) -> list[str]:
+    text = stored_size_text(manifest)
+    return [f"  {text}"] if text else []
 
 
 def _warning_lines(manifest: Manifest) -> list[str]:

@@ -23,8 +23,10 @@ How the manifest maps onto TFDS:
   files with no compression), so a GZIP manifest is refused.
 - Keys with '/' become nested FeaturesDicts: `image/encoded` is {"image": {"encoded": ...}}. TFDS
   joins nested keys with '/' to build its `tf.io.parse_single_example` spec, so it parses our
-  `image/encoded` feature and returns it as `example["image"]["encoded"]`. A key that is both a
-  feature and the prefix of another (`a` and `a/b`), or has an empty part (`a//b`, `/a`), is refused.
+  `image/encoded` feature and returns it as `example["image"]["encoded"]` (and the full size of
+  images stored resized, `image/original/height`, as `example["image"]["original"]["height"]`). A
+  key that is both a feature and the prefix of another (`a` and `a/b`), or has an empty part
+  (`a//b`, `/a`), is refused.
 - Every feature is a `Tensor` of its dtype and shape (string features are the raw bytes: images stay
   encoded, as in the shards, since a TFDS `Image` would decode and fix the channels). An optional
   feature (required=False) is `Tensor(optional=True)`: where a record lacks it TFDS reads its

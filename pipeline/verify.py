@@ -5,9 +5,10 @@ Per record: the GZIP stream (if compressed), the TFRecord framing and both CRCs
 the record's line in the shard's index (if it has one), parsing against the manifest's feature
 spec, and for image datasets decoding the image as readers do (`tf.io.decode_image(...,
 expand_animations=False)`) and comparing it with its recorded height, width and channels, and its
-label. Then the record counts per shard, per split (and per label)
-against the manifest, stray shard files, and the error reports. TensorFlow parses and decodes; it is imported
-only when a verification runs.
+label; where images are stored resized (the manifest's image_keys name the original size roles),
+its stored size against its original one and the bound (options.image.resize). Then the record
+counts per shard, per split (and per label) against the manifest, stray shard files, and the error
+reports. TensorFlow parses and decodes; it is imported only when a verification runs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from core.contract.manifest import Manifest
 from core.local_files import LeadsOutside, NotARegularFile
 from core.shown import quoted
 from core.tfrecord_framing import FRAMING_BYTES
+from pipeline.report import stored_resize
 from pipeline.shard_check import index_text
 from pipeline.shard_records import read_shard
 from pipeline.tfrecord_reader import RecordError
@@ -54,12 +56,14 @@ class Verification:
 
 class _ImageChecker:
     """Per record of an image dataset: the image decodes, its size matches its recorded height,
-    width and channels, and its label id and text agree with the label map."""
+    width and channels, its label id and text agree with the label map, and, stored resized, its
+    size is what image.resize makes of its recorded original size."""
 
     def __init__(self, manifest: Manifest):
         self.keys = manifest.image_keys
         self.label_map = manifest.label_map
         self.label_offset = manifest.label_offset
+        self.resize = stored_resize(manifest)
 
     def check(self, tf, example: dict) -> tuple[str | None, str | None]:
         """(problem or None, class name or None) for one parsed example (numpy values)."""
@@ -87,7 +91,28 @@ class _ImageChecker:
         for role, actual in (("height", shape[0]), ("width", shape[1]), ("channels", shape[2])):
             if keys.get(role) in example and int(example[keys[role]]) != actual:
                 return f"decoded {role} {actual} differs from the recorded {int(example[keys[role]])}", label
-        return None, label
+        return self._check_original_size(example, shape[1], shape[0]), label
+
+    def _check_original_size(self, example: dict, width: int, height: int) -> str | None:
+        """A record of a dataset stored resized: its original size (turned as stored) is at least
+        its stored `width` x `height`; one above the bound is stored scaled down to it
+        (Resize.target), one within it at its original size."""
+        keys = self.keys
+        if keys.get("original_width") not in example or keys.get("original_height") not in example:
+            return None
+        original = int(example[keys["original_width"]]), int(example[keys["original_height"]])
+        sizes = f"stored at {width}x{height}, its original size {original[0]}x{original[1]}"
+        if original[0] < width or original[1] < height:
+            return f"{sizes}: stored larger than its original"
+        if self.resize is None:
+            return None
+        target = self.resize.target(*original)
+        bound = f"(image.resize: {self.resize.describe()})"
+        if target is not None and target != (width, height):
+            return f"{sizes}: above the bound {bound}, it is stored at {target[0]}x{target[1]}"
+        if target is None and original != (width, height):
+            return f"{sizes}: within the bound {bound}, it is stored at its original size"
+        return None
 
 
 def _verify_batch(tf, spec, batch, shard_name, split, result: Verification, image_checker):

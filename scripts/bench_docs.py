@@ -14,7 +14,7 @@ import os
 import platform
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 SCRIPTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(SCRIPTS_DIR)
@@ -49,6 +49,17 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]], alig
             raise ValueError(f"row {list(row)} has {len(row)} cells for {len(header)} columns")
         lines.append("| " + " | ".join(map(_cell, row)) + " |")
     return "\n".join(lines)
+
+
+def figures_table(
+    rows: Iterable[Mapping[str, object]],
+    columns: Sequence[tuple[str, Callable[[Mapping[str, object]], object]]],
+    align: str | None = None,
+) -> str:
+    """A markdown table of `rows`, a column per (heading, the cell it makes of a row)."""
+    return markdown_table(
+        [heading for heading, _ in columns], [[cell(row) for _, cell in columns] for row in rows], align
+    )
 
 
 # -- the machine and the command

@@ -373,9 +373,12 @@ def variants_table(results: dict) -> str:
 
 
 def _load(results: dict) -> str:
+    return load_line([run["loadavg_after"] for summary in results.values() for run in summary["runs"]])
+
+
+def load_line(loads: list[float]) -> str:
     """The load the runs shared the machine with: above its core count, other processes slowed
     every variant, so the ratios side by side hold and the absolute figures understate."""
-    loads = [run["loadavg_after"] for summary in results.values() for run in summary["runs"]]
     return (
         f"Load average after each run: median {statistics.median(loads):.1f} ({min(loads):.1f}-{max(loads):.1f}) "
         f"on {len(os.sched_getaffinity(0))} usable cores."

@@ -39,9 +39,10 @@ import shutil
 import statistics
 import sys
 import tempfile
+from collections.abc import Sequence
 
 from bench_corpus import corpus_extensions
-from bench_docs import check_blocks, invoked_command, markdown_table, this_machine, write_tables
+from bench_docs import check_blocks, figures_table, invoked_command, this_machine, write_tables
 from bench_measure import run_measured, tail
 from bench_settings import REPO_ROOT
 from bench_tabular_memory import make_csv
@@ -74,13 +75,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def inputs(args) -> list[dict]:
-    """Each photo corpus and a CSV of each size of `--rows` (written when missing): what each is
-    called, its kind, the CLI words that convert it and the records it must become."""
+def photo_inputs(folders: list[str]) -> list[dict]:
+    """Each folder of photos as an input (what it is called, its kind, the CLI words that convert
+    it, the records it must become), its files read once and Beam imported once first."""
     from bench_driver import prepare_corpus, warm_up
 
     found, every_item = [], []
-    for folder in args.corpus:
+    for folder in folders:
         items, corpus = prepare_corpus(folder, corpus_extensions())
         every_item += items
         found.append(
@@ -92,6 +93,13 @@ def inputs(args) -> list[dict]:
             }
         )
     warm_up(every_item)
+    return found
+
+
+def inputs(args) -> list[dict]:
+    """Each photo corpus and a CSV of each size of `--rows` (written when missing): what each is
+    called, its kind, the CLI words that convert it and the records it must become."""
+    found = photo_inputs(args.corpus)
     os.makedirs(args.folder, exist_ok=True)
     for rows in args.rows:
         path = os.path.join(args.folder, f"table-{rows}.csv")
@@ -105,11 +113,14 @@ def inputs(args) -> list[dict]:
     return found
 
 
-def run_one(source: dict, checkout: str, folder: str, timeout: float) -> dict:
-    """One conversion of `source` by `checkout`'s pipeline, measured, and its output checked."""
+def run_one(
+    source: dict, checkout: str, folder: str, timeout: float, words: Sequence[str] = (), keep: str | None = None
+) -> dict:
+    """One conversion of `source` by `checkout`'s pipeline (with the CLI words `words` after its
+    own), measured, and its output checked; `keep`: where its output is moved to, not deleted."""
     run_dir = tempfile.mkdtemp(dir=folder)
     dest = os.path.join(run_dir, "out")
-    command = [sys.executable, "-m", "pipeline", *source["words"], "--output", dest, "--overwrite"]
+    command = [sys.executable, "-m", "pipeline", *source["words"], "--output", dest, "--overwrite", *words]
     measured = run_measured(command, run_dir, timeout, checkout=checkout)
     run = {key: measured[key] for key in FIGURES}
     if measured["rc"] != 0:
@@ -117,16 +128,28 @@ def run_one(source: dict, checkout: str, folder: str, timeout: float) -> dict:
         run["failed"] = f"{why}: {tail(measured['stderr_path'], 1500)}"
     else:
         run.update(_output(dest))
+        if keep:
+            shutil.rmtree(keep, ignore_errors=True)
+            os.makedirs(os.path.dirname(os.path.abspath(keep)), exist_ok=True)
+            shutil.move(dest, keep)
     shutil.rmtree(run_dir, ignore_errors=True)
     return run
 
 
 def _output(dest: str) -> dict:
-    """The records the output's manifest counts and the statistics file it names ("" for none)."""
+    """The records the output's manifest counts, the statistics file it names ("" for none), its
+    shards and the bytes of every file in it."""
     from core.contract.manifest import read_manifest
 
     manifest = read_manifest(dest, lambda path: pathlib.Path(path).read_text() if os.path.exists(path) else None)
-    return {"records": manifest.records, "statistics_file": manifest.statistics_file}
+    on_disk = sum(path.stat().st_size for path in pathlib.Path(dest).rglob("*") if path.is_file())
+    shards = sum(len(split.shards) for split in manifest.splits.values())
+    return {
+        "records": manifest.records,
+        "statistics_file": manifest.statistics_file,
+        "shards": shards,
+        "bytes": on_disk,
+    }
 
 
 def check(run: dict, source: dict, name: str) -> str:
@@ -140,74 +163,99 @@ def check(run: dict, source: dict, name: str) -> str:
     return "ok"
 
 
-def measure(args, sources: list[dict]) -> list[dict]:
-    """Every input, its runs round-robin between the two checkouts; a row of medians per input."""
-    checkouts = {"this": REPO_ROOT, "baseline": os.path.abspath(args.baseline)}
-    for checkout in checkouts.values():  # no run compiles the modules it imports
+def alternate(
+    sources: list[dict],
+    ways: dict[str, tuple[str, list[str]]],
+    runs: int,
+    timeout: float,
+    keep: str | None = None,
+) -> list[dict[str, list[dict]]]:
+    """Every input converted `runs` times each way ({name: (checkout, extra CLI words)}), the ways
+    taking turns; per input, each way's runs, each checked (`check`). With `keep`, each way's
+    last output of each input is kept in `keep`/INPUT-WAY (INPUT: the input folder's name)."""
+    for checkout in {checkout for checkout, _ in ways.values()}:  # no run compiles the modules it imports
         for package in PACKAGES:
             compileall.compile_dir(os.path.join(checkout, package), quiet=1)
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="bench-statistics-") as folder:
+    done = []
+    with tempfile.TemporaryDirectory(prefix="bench-side-by-side-") as folder:
         for source in sources:
-            runs: dict[str, list[dict]] = {name: [] for name in checkouts}
-            for index in range(args.runs):
-                for name, checkout in checkouts.items():
-                    run = run_one(source, checkout, folder, args.timeout)
+            by_way: dict[str, list[dict]] = {name: [] for name in ways}
+            for index in range(runs):
+                for name, (checkout, words) in ways.items():
+                    kept = None
+                    if keep and index == runs - 1:
+                        kept = os.path.join(keep, f"{os.path.basename(source['words'][-1])}-{name}")
+                    run = run_one(source, checkout, folder, timeout, words, kept)
                     run["check"] = check(run, source, name)
-                    runs[name].append(run)
+                    run["loadavg_after"] = os.getloadavg()[0]
+                    by_way[name].append(run)
                     print(
-                        f"  {source['input']}, {name}, run {index + 1}/{args.runs}: {run['cpu_s']:.1f} s CPU, "
+                        f"  {source['input']}, {name}, run {index + 1}/{runs}: {run['cpu_s']:.1f} s CPU, "
                         f"{run['wall_s']:.1f} s wall, peak RSS {run['peak_rss_mb']:.0f} MB, {run['check']}",
                         file=sys.stderr,
                         flush=True,
                     )
-            rows.append(_row(source, runs))
-    return rows
+            done.append(by_way)
+    return done
 
 
-def _row(source: dict, runs: dict[str, list[dict]]) -> dict:
-    row = {"input": source["input"], "kind": source["kind"], "records": source["records"], "runs": runs}
+def medians(runs: dict[str, list[dict]], figures: Sequence[str] = FIGURES) -> dict:
+    """{WAY_FIGURE: the median of that way's runs} for each way and figure, and `check`: the
+    first problem of any run ("ok" for none)."""
+    row = {}
     for name, done in runs.items():
-        for figure in FIGURES:
-            row[f"{name}_{figure}"] = statistics.median(run[figure] for run in done)
-    row["cpu_ratio"] = row["this_cpu_s"] / row["baseline_cpu_s"]
-    row["rss_difference_mb"] = row["this_peak_rss_mb"] - row["baseline_peak_rss_mb"]
+        for figure in figures:
+            row[f"{name}_{figure}"] = statistics.median(run.get(figure, 0) for run in done)
     problems = [run["check"] for done in runs.values() for run in done if run["check"] != "ok"]
     row["check"] = problems[0] if problems else "ok"
     return row
 
 
-HEADINGS = (
-    "input",
-    "CPU s, this",
-    "CPU s, baseline",
-    "CPU this / baseline",
-    "wall s, this",
-    "wall s, baseline",
-    "peak RSS MB, this",
-    "peak RSS MB, baseline",
-    "RSS difference MB",
-    "check",
-)
+def measure(args, sources: list[dict]) -> list[dict]:
+    """Every input, its runs round-robin between the two checkouts; a row of medians per input."""
+    ways = {"this": (REPO_ROOT, []), "baseline": (os.path.abspath(args.baseline), [])}
+    return [
+        _row(source, runs)
+        for source, runs in zip(sources, alternate(sources, ways, args.runs, args.timeout), strict=True)
+    ]
+
+
+def _row(source: dict, runs: dict[str, list[dict]]) -> dict:
+    row = {"input": source["input"], "kind": source["kind"], "records": source["records"], "runs": runs}
+    row.update(medians(runs))
+    row["cpu_ratio"] = row["this_cpu_s"] / row["baseline_cpu_s"]
+    row["rss_difference_mb"] = row["this_peak_rss_mb"] - row["baseline_peak_rss_mb"]
+    return row
+
+
+def both_ways(heading: str, figure: str, spec: str, ways: dict[str, str]) -> list[tuple]:
+    """A column of `figure` for each way ({name: what the heading calls it}), formatted by `spec`."""
+    return [
+        (f"{heading}, {label}", lambda row, name=name: format(row[f"{name}_{figure}"], spec))
+        for name, label in ways.items()
+    ]
+
+
+def checked_table(rows: list[dict], columns: list[tuple]) -> str:
+    """The rows' table: the input, `columns`, and the first problem of its runs ("ok" for none)."""
+    every = [("input", lambda row: row["input"]), *columns, ("check", lambda row: row["check"].split("\n")[0])]
+    return figures_table(rows, every, "l" + "r" * len(columns) + "l")
+
+
+CHECKOUTS = {"this": "this", "baseline": "baseline"}
 
 
 def table(rows: list[dict]) -> str:
-    cells = [
+    return checked_table(
+        rows,
         [
-            row["input"],
-            f"{row['this_cpu_s']:.1f}",
-            f"{row['baseline_cpu_s']:.1f}",
-            f"{row['cpu_ratio']:.3f}",
-            f"{row['this_wall_s']:.1f}",
-            f"{row['baseline_wall_s']:.1f}",
-            f"{row['this_peak_rss_mb']:.0f}",
-            f"{row['baseline_peak_rss_mb']:.0f}",
-            f"{row['rss_difference_mb']:+.0f}",
-            row["check"].split("\n")[0],
-        ]
-        for row in rows
-    ]
-    return markdown_table(HEADINGS, cells, "l" + "r" * 8 + "l")
+            *both_ways("CPU s", "cpu_s", ".1f", CHECKOUTS),
+            ("CPU this / baseline", lambda row: f"{row['cpu_ratio']:.3f}"),
+            *both_ways("wall s", "wall_s", ".1f", CHECKOUTS),
+            *both_ways("peak RSS MB", "peak_rss_mb", ".0f", CHECKOUTS),
+            ("RSS difference MB", lambda row: f"{row['rss_difference_mb']:+.0f}"),
+        ],
+    )
 
 
 def notes(rows: list[dict], runs: int) -> str:
@@ -231,17 +279,31 @@ def notes(rows: list[dict], runs: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    machine = begin(args, DOCS_BLOCK, f"statistics benchmark; baseline {os.path.abspath(args.baseline)}")
+    rows = measure(args, inputs(args))
+    return publish(args, rows, f"{table(rows)}\n\n{notes(rows, args.runs)}", machine, (__file__, DOCS_BLOCK, argv))
+
+
+def begin(args, block: str, what: str) -> str:
+    """The machine line, once the project is on the path and, with `--docs`, the page is found to
+    have the block (before any run); says what runs on which machine."""
     if REPO_ROOT not in sys.path:
         sys.path.insert(1, REPO_ROOT)  # the project's packages, after this folder's bench_* modules
     if args.docs:
-        check_blocks(args.docs, [DOCS_BLOCK])
+        check_blocks(args.docs, [block])
     machine = this_machine()
-    print(f"statistics benchmark: {machine}; baseline {os.path.abspath(args.baseline)}", file=sys.stderr)
-    rows = measure(args, inputs(args))
-    text = f"{table(rows)}\n\n{notes(rows, args.runs)}"
+    print(f"{what}: {machine}", file=sys.stderr)
+    return machine
+
+
+def publish(args, rows: list[dict], text: str, machine: str, script: tuple[str, str, list[str] | None]) -> int:
+    """Prints `text`; with `--docs` writes it into the page's block, with `--json` every row; 0 if
+    every row's check is ok. `script`: the script's file, its block and the words it was given
+    (None: its command line's)."""
+    path, block, argv = script
     print(text)
     if args.docs:
-        write_tables(args.docs, {DOCS_BLOCK: text}, invoked_command(__file__, sys.argv[1:] if argv is None else argv))
+        write_tables(args.docs, {block: text}, invoked_command(path, sys.argv[1:] if argv is None else argv))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"machine": machine, "args": vars(args), "inputs": rows}, f, indent=1)

@@ -1,7 +1,7 @@
 """`inspect DEST --report FILE.html` in a real headless browser (Debian's chromium): the page loads
 with no console message and no request but for itself, its key figures are in the DOM, names from
-the data are shown and never run (a class folder named as an HTML tag with a script), and a
-screenshot renders."""
+the data are shown and never run (a class folder named as an HTML tag with a script), a dataset
+stored resized says so (its image sizes are the stored ones), and a screenshot renders."""
 
 from __future__ import annotations
 
@@ -62,6 +62,26 @@ def test_the_page_loads_alone_with_its_figures_in_the_dom(report):
     assert "&lt;img src=x onerror=document.title='run'&gt;" in dom
     assert "<title>images dataset" in dom and '<img src="x"' not in dom  # the class name's tag never ran
     assert "broken.jpg" in dom and 'id="first-errors"' in dom
+    assert 'id="stored-size"' not in dom and "<h2>Image sizes</h2>" in dom  # not resized: stored as they are
+
+
+def test_a_resized_dataset_says_its_sizes_are_the_stored_ones(tmp_path):
+    """image.resize: the sizes the page charts are the records' stored ones, and it says so."""
+    shutil.copytree(SAMPLE / "circle", tmp_path / "src" / "circle")
+    config = tmp_path / "resize.yaml"
+    config.write_text(json.dumps({"image": {"resize": {"longer_side": 40}}}))
+    done = run_pipeline(["--config", str(config), "--input", str(tmp_path / "src"), "--output", str(tmp_path / "out")])
+    assert done.returncode == 0, done.stderr
+    page = tmp_path / "report.html"
+    done = run_pipeline(["inspect", str(tmp_path / "out"), "--report", str(page)])
+    assert done.returncode == 0, done.stderr
+    done = chromium("--dump-dom", page.as_uri())
+    assert done.returncode == 0 and "CONSOLE" not in done.stderr, done.stderr[-2000:]
+    assert (
+        '<div class="muted" id="stored-size">Images stored with their longer side at most 40 px (image.resize), '
+        "JPEG quality 95; full sizes in image/original/height, image/original/width</div>"
+    ) in done.stdout
+    assert "<h2>Image sizes as stored</h2>" in done.stdout
 
 
 def test_a_screenshot_renders_the_page(report, tmp_path):

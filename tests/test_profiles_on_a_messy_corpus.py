@@ -1,16 +1,20 @@
 """Every reader profile on a messy corpus (tests/messy_corpus.py), converted through the real
 pipeline: the reader's own decode and crops (tests/reader_replays.py) take every record, and every
 source is a record or a dead letter, one naming the reader's limit where the reader could not take
-it. DALI is not installed here (its wheels come from NVIDIA's index); its profile is checked
-against what DALI's documentation says its decoder reads and does."""
+it; so too with each profile storing images resized (image.resize), their records keeping the
+sources' full sizes, which TFDS reads as well. DALI is not installed here (its wheels come from
+NVIDIA's index); its profile is checked against what DALI's documentation says its decoder reads
+and does."""
 
 from __future__ import annotations
 
 import io
+import json
 import pathlib
 
 import pytest
 import tensorflow as tf
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageOps
@@ -22,6 +26,7 @@ from tests import reader_replays as replays
 from tests.dataset_reader import load_manifest, read_dead_letters, read_split
 from tests.messy_corpus import BROKEN, RECORD, TOO_SMALL, write_corpus
 from transforms.image_check import BadImage, check_image
+from transforms.image_resize import Resize
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[1] / "configs"
 # Each profile and the replays of the readers it is for.
@@ -30,6 +35,16 @@ PROFILES = {
     "model_garden.yaml": replays.MODEL_GARDEN,
 }
 TRACED = {profile: {name: replays.traced(r) for name, r in readers.items()} for profile, readers in PROFILES.items()}
+# image.resize settings each profile also runs with. The corpus's 64x48 images (every format) and
+# its larger JPEGs lie above both bounds, so they are stored scaled down (the EXIF-oriented ones
+# turned upright first); its 16x12 and 2x2 JPEGs and its 1-px images lie within, stored as they are
+# (or refused by min_side). Both are above the profiles' min_side, as config requires.
+RESIZES = ({"shorter_side": 40}, {"longer_side": 60})
+CASES = [(profile, resize) for profile in PROFILES for resize in (None, *RESIZES)]
+
+
+def case_id(profile: str, resize: dict | None) -> str:
+    return profile.removesuffix(".yaml") + ("".join(f"-{k}={v}" for k, v in resize.items()) if resize else "")
 
 
 @pytest.fixture(scope="module")
@@ -40,17 +55,25 @@ def corpus(tmp_path_factory) -> tuple[pathlib.Path, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def converted(corpus, tmp_path_factory):
-    """DEST of the corpus converted with a profile, once per profile."""
+    """DEST of the corpus converted with a profile, and with `resize` added to its image settings
+    (written as a copy of the profile), once per profile and resize."""
     done = {}
 
-    def convert(profile: str) -> pathlib.Path:
-        if profile not in done:
-            out = tmp_path_factory.mktemp(profile.removesuffix(".yaml")) / "dataset"
-            argv = ["--config", str(CONFIGS / profile), "--input", str(corpus[0]), "--output", str(out)]
+    def convert(profile: str, resize: dict | None = None) -> pathlib.Path:
+        key = case_id(profile, resize)
+        if key not in done:
+            folder = tmp_path_factory.mktemp(key)
+            config = CONFIGS / profile
+            if resize:
+                settings = yaml.safe_load(config.read_text())
+                settings["image"]["resize"] = resize
+                config = folder / profile
+                config.write_text(json.dumps(settings))  # JSON is YAML
+            argv = ["--config", str(config), "--input", str(corpus[0]), "--output", str(folder / "dataset")]
             # a third of the corpus is broken or too small on purpose
             assert main([*argv, "--max_error_fraction", "0.5"]) == 0
-            done[profile] = out
-        return done[profile]
+            done[key] = folder / "dataset"
+        return done[key]
 
     return convert
 
@@ -72,10 +95,10 @@ def fates_of(dest: pathlib.Path, root: pathlib.Path) -> tuple[dict[str, dict], d
     return dict(written), dict(dead)
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_the_readers_take_every_record_and_the_rest_are_dead_letters_naming_why(profile, corpus, converted):
+@pytest.mark.parametrize("profile, resize", CASES, ids=[case_id(*case) for case in CASES])
+def test_the_readers_take_every_record_and_the_rest_are_dead_letters_naming_why(profile, resize, corpus, converted):
     root, fates = corpus
-    dest = converted(profile)
+    dest = converted(profile, resize)
     written, dead = fates_of(dest, root)
     assert sorted(written) == sorted(name for name, fate in fates.items() if fate == RECORD)
     assert sorted(dead) == sorted(name for name, fate in fates.items() if fate != RECORD)
@@ -104,6 +127,27 @@ def test_the_readers_take_every_record_and_the_rest_are_dead_letters_naming_why(
             if shape != (224, 224, 3):
                 failures.append((name, reader, f"shape {shape}"))
     assert failures == []
+    if resize:
+        assert_stored_sizes(root, written, Resize(**resize), upright=False)
+
+
+def assert_stored_sizes(root: pathlib.Path, written: dict[str, dict], resize: Resize, upright: bool) -> None:
+    """Each record of a source above the bound holds it scaled down to the bound, turned as its
+    EXIF orientation says, and its full size turned so; one within the bound, the source as the
+    profile stores it (turned only where `upright`) and that same size as its original. Both kinds
+    are in the corpus."""
+    within = 0
+    for name, record in written.items():
+        with Image.open(root / name) as source:
+            size, shown = source.size, ImageOps.exif_transpose(source).size
+        stored = (record["image/width"], record["image/height"])
+        original = (record["image/original/width"], record["image/original/height"])
+        if resize.target(*size):
+            assert (original, stored) == (shown, resize.target(*shown)), name
+        else:
+            within += 1
+            assert original == stored == (shown if upright else size), name
+    assert 0 < within < len(written)
 
 
 def test_model_garden_s_detection_decoder_takes_every_record(corpus, converted):
@@ -114,24 +158,59 @@ def test_model_garden_s_detection_decoder_takes_every_record(corpus, converted):
         assert tuple(image.shape) == (record["image/height"], record["image/width"], 3), record["image/filename"]
 
 
-def test_the_dali_profile_stores_what_dali_decodes(corpus, converted):
+@pytest.mark.parametrize("resize", [None, RESIZES[0]], ids=["as_is", case_id("", RESIZES[0]).lstrip("-")])
+def test_the_dali_profile_stores_what_dali_decodes(resize, corpus, converted):
     """DALI's image decoder reads JPEG (not GIF, nor WebP beyond the simple format) and turns each
     image as its EXIF orientation says (adjust_orientation=True): every record must be a JPEG whose
-    stored height and width are those of its source as a viewer shows it, with no orientation left
-    for DALI to apply."""
+    stored height and width are those of its source as a viewer shows it (or, resized, of that
+    scaled down), with no orientation left for DALI to apply."""
     root, fates = corpus
-    written, dead = fates_of(converted("dali.yaml"), root)
+    written, dead = fates_of(converted("dali.yaml", resize), root)
     assert sorted(dead) == sorted(name for name, fate in fates.items() if fate == BROKEN)
     for name, record in written.items():
         stored = Image.open(io.BytesIO(record["image/encoded"]))
         assert stored.format in ("JPEG", "MPO") and record["image/format"] == b"jpeg", name  # MPO: a JPEG and more
         assert stored.getexif().get(0x0112, 1) == 1, name
-        with Image.open(root / name) as source:
-            shown = ImageOps.exif_transpose(source)  # what DALI decodes: the source as a viewer shows it
-            assert (record["image/width"], record["image/height"]) == shown.size == stored.size, name
+        assert (record["image/width"], record["image/height"]) == stored.size, name
+        if not resize:
+            with Image.open(root / name) as source:
+                shown = ImageOps.exif_transpose(source)  # what DALI decodes: the source as a viewer shows it
+                assert stored.size == shown.size, name
+    if resize:
+        assert_stored_sizes(root, written, Resize(**resize), upright=True)
     turned = [name for name in written if name.endswith(("exif_5.jpg", "exif_6.jpg", "exif_7.jpg", "exif_8.jpg"))]
     assert len(turned) == 4
-    assert all((written[name]["image/width"], written[name]["image/height"]) == (48, 64) for name in turned)
+    portrait = (40, 53) if resize else (48, 64)
+    assert all((written[name]["image/width"], written[name]["image/height"]) == portrait for name in turned)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_tfds_reads_every_resized_record_with_its_full_size(profile, corpus, converted):
+    """The profiles write uncompressed shards, so the run writes TFDS's metadata beside them: TFDS
+    reads every record, the full size as int64 scalars nested as `image/original/...`."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    dest = converted(profile, RESIZES[0])
+    manifest = load_manifest(dest)
+    builder = tfds.builder_from_directory(str(dest))
+    original = builder.info.features["image"]["original"]
+    assert {side: (original[side].shape, original[side].dtype) for side in ("height", "width")} == {
+        "height": ((), tf.int64),
+        "width": ((), tf.int64),
+    }
+    for split in manifest.splits:
+        expected = {
+            r["image/filename"]: (r["image/original/height"], r["image/original/width"], r["image/height"])
+            for r in read_split(dest, split)
+        }
+        read = {
+            r["image"]["filename"]: (
+                r["image"]["original"]["height"],
+                r["image"]["original"]["width"],
+                r["image"]["height"],
+            )
+            for r in builder.as_dataset(split=split, shuffle_files=False).as_numpy_iterator()
+        }
+        assert read == expected and len(read) == manifest.splits[split].records
 
 
 # What the issue saw: each reader fails on some sources stored as they are, which the profiles

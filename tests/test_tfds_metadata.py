@@ -122,6 +122,30 @@ IMAGE_MANIFEST = _manifest(
     label_map=LABELS,
     image_keys={role: key for role, (key, _) in IMAGE_KEYS.items()},
 )
+# A dataset stored resized (config image.resize): its records also keep their original size.
+ORIGINAL_KEYS = {
+    "original_height": ("image/original/height", "int64"),
+    "original_width": ("image/original/width", "int64"),
+}
+RESIZED_MANIFEST = _manifest(
+    "images",
+    {key: FeatureSpec(key, dtype) for key, dtype in (*IMAGE_KEYS.values(), *ORIGINAL_KEYS.values())},
+    label_map=LABELS,
+    image_keys={role: key for role, (key, _) in {**IMAGE_KEYS, **ORIGINAL_KEYS}.items()},
+    options={"image": {"resize": {"shorter_side": 32, "longer_side": None}}},
+)
+
+
+def _resized_records() -> dict[str, list[dict]]:
+    """_image_records with an original size twice the stored one."""
+    records = _image_records()
+    for rows in records.values():
+        for row in rows:
+            row["image/original/height"] = 2 * row["image/height"]
+            row["image/original/width"] = 2 * row["image/width"]
+    return records
+
+
 TABULAR_MANIFEST = _manifest(
     "csv",
     {
@@ -200,6 +224,21 @@ def test_tfds_reads_every_image_record_with_its_values(tmp_path, tfds):
     ]
 
 
+def test_tfds_reads_the_original_size_of_resized_records(tmp_path, tfds):
+    """image/original/height and width, int64 scalars, nest under image/original beside the others."""
+    records = _resized_records()
+    manifest = _write_dataset(tmp_path, records, RESIZED_MANIFEST)
+    _write_metadata(tmp_path, tfds_metadata(manifest))
+    builder = tfds.builder_from_directory(str(tmp_path))
+    original = builder.info.features["image"]["original"]
+    assert [(original[k].shape, original[k].dtype) for k in ("height", "width")] == [((), np.int64)] * 2
+    for split, rows in records.items():
+        read = _read(builder, split)
+        assert len(read) == len(rows)
+        for got, row in zip(read, rows, strict=True):
+            _assert_equal(got, _nested(row))
+
+
 def test_tfds_reads_tabular_records_with_optional_features(tmp_path, tfds):
     records = _tabular_records()
     manifest = _write_dataset(tmp_path, records, TABULAR_MANIFEST)
@@ -220,24 +259,36 @@ def test_tfds_reads_tabular_records_with_optional_features(tmp_path, tfds):
 
 def test_the_files_are_what_tfds_write_metadata_writes(tmp_path, tfds):
     """Our files, byte for byte, against TFDS's writer given the same dataset and features."""
+    image_features = {
+        "image": {
+            "encoded": tfds.features.Tensor(shape=(), dtype=np.str_),
+            "format": tfds.features.Tensor(shape=(), dtype=np.str_),
+            "height": tfds.features.Tensor(shape=(), dtype=np.int64),
+            "width": tfds.features.Tensor(shape=(), dtype=np.int64),
+            "channels": tfds.features.Tensor(shape=(), dtype=np.int64),
+            "filename": tfds.features.Tensor(shape=(), dtype=np.str_),
+            "source_id": tfds.features.Tensor(shape=(), dtype=np.str_),
+            "class": {
+                "label": tfds.features.ClassLabel(names=list(LABELS)),
+                "text": tfds.features.Tensor(shape=(), dtype=np.str_),
+            },
+        }
+    }
     for kind, records, manifest, features in (
         (
             "images",
             _image_records(),
             IMAGE_MANIFEST,
+            image_features,
+        ),
+        (
+            "images resized",
+            _resized_records(),
+            RESIZED_MANIFEST,
             {
                 "image": {
-                    "encoded": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "format": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "height": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    "width": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    "channels": tfds.features.Tensor(shape=(), dtype=np.int64),
-                    "filename": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "source_id": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "class": {
-                        "label": tfds.features.ClassLabel(names=list(LABELS)),
-                        "text": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    },
+                    **image_features["image"],
+                    "original": {side: tfds.features.Tensor(shape=(), dtype=np.int64) for side in ("height", "width")},
                 }
             },
         ),

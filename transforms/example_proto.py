@@ -170,9 +170,10 @@ def image_features(
 ) -> dict[str, FeatureValue]:
     """The features of one image source's Example, under the feature names `keys` (config
     image.keys): `label_id` as written (any label offset applied), `key` the source's key, hashed
-    into its image/source_id. ReadImages writes these; the benchmark's floor builds the same
+    into its image/source_id; the source's full size under the original size roles where `keys`
+    has them (a run that resizes). ReadImages writes these; the benchmark's floor builds the same
     without Beam."""
-    return {
+    features: dict[str, FeatureValue] = {
         keys["encoded"]: image.data,
         keys["format"]: image.format,
         keys["height"]: image.height,
@@ -183,3 +184,7 @@ def image_features(
         keys["filename"]: uri,
         keys["source_id"]: source_id(key),
     }
+    if "original_height" in keys:
+        features[keys["original_height"]] = image.original_height or image.height
+        features[keys["original_width"]] = image.original_width or image.width
+    return features

@@ -53,10 +53,19 @@ tensorflow/tpu's imagenet_to_gcs.py does for its PNG and CMYK files. Transparenc
 on white (what a viewer shows; transparent pixels often hide black or junk) or dropped (what
 imagenet_to_gcs.py's decode_png(channels=3) does).
 
+`Encoding.resize` (transforms.image_resize), for models that train on a known input size: a source
+larger than its bound is stored scaled down to it as JPEG (grey or RGB, transparency as `alpha`
+says), turned as its EXIF orientation says first, and its record keeps its full size beside the
+stored one (`original_width`, `original_height`). It is checked as every source is, and judged by
+its full size: max_pixels and the decompression-bomb refusal before any pixel is decoded, the
+damage checks on the decode the scaling uses (a JPEG's at a reduced DCT scale). A source within
+the bound is stored as it would be without it, its own bytes where TF decodes them.
+
 `Encoding.min_side`, for readers whose crop keeps a fraction of the shorter side, rounded down (the
-TPU reference ResNet's and Model Garden's center crops keep 7/8 of it): a source whose shorter side
-is below it is refused, its reason naming both sizes and the setting, since that reader's crop of it
-would be empty and fail the reader mid-epoch. Turning by EXIF orientation does not change it.
+TPU reference ResNet's and Model Garden's center crops keep 7/8 of it): a source whose shorter side,
+as stored, is below it is refused, its reason naming the sizes and the setting, since that reader's
+crop of it would be empty and fail the reader mid-epoch. Turning by EXIF orientation does not
+change it.
 """
 
 from __future__ import annotations
@@ -71,6 +80,8 @@ import struct
 import traceback
 
 from PIL import Image, ImageOps, UnidentifiedImageError
+
+from transforms.image_resize import Resize, draft_size, scaled
 
 _LOG = logging.getLogger(__name__)
 
@@ -174,6 +185,9 @@ class CheckedImage:
     converted: bool  # True when data is a re-encoding
     frames: int = 1  # of a re-encoded source, which data holds the first of (1 for one stored as is)
     orientation: int = 1  # the source's EXIF orientation (2-8), not applied to data (TF ignores it); 1: none or applied
+    # the source's full size, turned as data is: what a resized image was scaled down from (Encoding.resize)
+    original_height: int | None = None  # None: height
+    original_width: int | None = None  # None: width
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +199,8 @@ class Encoding:
     jpeg_quality: int = 95  # of every JPEG written here
     alpha: str = "composite"  # jpeg_only: transparency composited on white, or dropped
     upright: bool = False  # sources with an EXIF orientation re-encoded as a viewer shows them
-    min_side: int = 1  # sources with a shorter side refused: a reader's crop of them would be empty
+    min_side: int = 1  # sources stored with a shorter side below it refused: a reader's crop of them would be empty
+    resize: Resize = Resize()  # sources larger than its bound stored scaled down to it, as JPEG
 
     def __post_init__(self):
         if not 1 <= self.jpeg_quality <= 100:
@@ -194,6 +209,11 @@ class Encoding:
             raise ValueError(f"min_side={self.min_side} is not >= 1")
         if self.alpha not in ALPHA_MODES:
             raise ValueError(f"alpha={self.alpha!r} is not one of {ALPHA_MODES}")
+        bound = self.resize.shorter_side or self.resize.longer_side
+        if bound is not None and bound < self.min_side:
+            raise ValueError(
+                f"resize to {bound} px would store every larger source with a side below min_side ({self.min_side} px)"
+            )
 
 
 def max_pixels_limit() -> int:
@@ -224,22 +244,37 @@ def _check(data: bytes, max_pixels: int, encoding: Encoding) -> CheckedImage:
     width, height = im.size
     if width < 1 or height < 1 or width * height > max_pixels:
         raise BadImage("dimensions", f"{width}x{height} is {width * height:,} pixels; the limit is {max_pixels:,}")
-    if min(width, height) < encoding.min_side:
+    target = encoding.resize.target(width, height)
+    stored_width, stored_height = target or (width, height)
+    if min(stored_width, stored_height) < encoding.min_side:
+        stored = f" stored at {stored_width}x{stored_height} (image.resize)" if target else ""
         raise BadImage(
             "dimensions",
-            f"{width}x{height}: its shorter side, {min(width, height)} px, is below {encoding.min_side} px, "
-            "the smallest the reader's crop takes (image.min_side)",
+            f"{width}x{height}{stored}: its shorter side, {min(stored_width, stored_height)} px, is below "
+            f"{encoding.min_side} px, the smallest the reader's crop takes (image.min_side)",
         )
     with _pillow_errors("decode", f"bad {im.format} data"):
-        channels = _NATIVE.get(im.format, _load)(im, data)
+        channels = _NATIVE.get(im.format, _load)(im, data, target)
     orientation = _orientation(im)
     is_jpeg = im.format in ("JPEG", "MPO")
+    if target is not None:
+        return _reencode(im, _lossy(is_jpeg, data), encoding, orientation, _turned((width, height), im, orientation))
     if orientation != 1 and encoding.upright:  # reopened: a JPEG was loaded at 1/8 scale
         return _reencode(_open(data), _lossy(is_jpeg, data), encoding, orientation)
     if channels and (is_jpeg or not encoding.jpeg_only):
         fmt = "jpeg" if is_jpeg else im.format.lower()
         return CheckedImage(data, fmt, height, width, channels, False, orientation=orientation)
     return dataclasses.replace(_reencode(im, _lossy(is_jpeg, data), encoding), orientation=orientation)
+
+
+def _turned(size: tuple[int, int], loaded: Image.Image, orientation: int) -> tuple[int, int]:
+    """The source's full (width, height) as it will be stored: turned a quarter where its EXIF
+    orientation says so (5-8), or where the loader turned it already (Pillow's TIFF loader applies
+    the tag and drops it: it then holds the full size, never drafted)."""
+    width, height = size
+    if loaded.size == (height, width) != size or orientation in (5, 6, 7, 8):
+        return height, width
+    return size
 
 
 def _lossy(is_jpeg: bool, data: bytes) -> bool:
@@ -338,18 +373,19 @@ def _pillow_says(error: Exception) -> str:
 # decodes from the file as it is, or None when it must be re-encoded.
 
 
-def _load(im: Image.Image, data: bytes) -> None:
+def _load(im: Image.Image, data: bytes, target: tuple[int, int] | None) -> None:
     im.load()
 
 
-def _jpeg(im: Image.Image, data: bytes) -> int | None:
+def _jpeg(im: Image.Image, data: bytes, target: tuple[int, int] | None) -> int | None:
     process, frame = _jpeg_frame(data)
     if process not in _JPEG_TF_PROCESSES or im.mode not in ("L", "RGB", "CMYK"):
         im.load()
         return None
-    # Decoding at 1/8 scale still reads every byte of entropy-coded data, so truncation shows...
-    # (Only for these processes: scaling a lossless JPEG corrupts Pillow 12's heap.)
-    im.draft(im.mode, (max(1, im.width // 8), max(1, im.height // 8)))
+    # Decoding at 1/8 scale (or, for a source stored resized, the coarsest scale that keeps what
+    # its scaling needs: transforms.image_resize) still reads every byte of entropy-coded data, so
+    # truncation shows... (Only for these processes: scaling a lossless JPEG corrupts Pillow 12's heap.)
+    im.draft(im.mode, draft_size(target) if target else (max(1, im.width // 8), max(1, im.height // 8)))
     im.load()
     # ... but Pillow forgives a missing end marker, and a segment running past the end of the file
     # (such as a corrupt byte reading as a marker); TF does not.
@@ -380,7 +416,7 @@ def _jpeg_frame(data: bytes) -> tuple[int | None, int]:
         return None, 0
 
 
-def _png(im: Image.Image, data: bytes) -> int | None:
+def _png(im: Image.Image, data: bytes, target: tuple[int, int] | None) -> int | None:
     # verify() checks the CRC of every chunk up to IEND, as libpng does, without decoding; the
     # full load then proves the zlib stream, which CRCs don't cover (and costs far more).
     Image.open(io.BytesIO(data)).verify()
@@ -394,7 +430,7 @@ def _png(im: Image.Image, data: bytes) -> int | None:
     return _PNG_CHANNELS.get(data[25])
 
 
-def _gif(im: Image.Image, data: bytes) -> int | None:
+def _gif(im: Image.Image, data: bytes, target: tuple[int, int] | None) -> int | None:
     im.load()
     frames = _gif_frames(data)
     if not frames or any(colours is None for _, _, colours in frames):
@@ -433,7 +469,7 @@ def _skip_sub_blocks(data: bytes, pos: int) -> int:
     return pos + 1
 
 
-def _bmp(im: Image.Image, data: bytes) -> int | None:
+def _bmp(im: Image.Image, data: bytes, target: tuple[int, int] | None) -> int | None:
     im.load()
     if int.from_bytes(data[14:18], "little") < 40:  # OS/2 headers put the fields elsewhere
         return None
@@ -449,7 +485,7 @@ def _bmp(im: Image.Image, data: bytes) -> int | None:
     return None
 
 
-def _webp(im: Image.Image, data: bytes) -> int | None:
+def _webp(im: Image.Image, data: bytes, target: tuple[int, int] | None) -> int | None:
     im.load()
     if data[12:16] == b"VP8X" and data[20] & 0x02:  # the animation flag
         return None
@@ -459,22 +495,30 @@ def _webp(im: Image.Image, data: bytes) -> int | None:
 _NATIVE = {"JPEG": _jpeg, "MPO": _jpeg, "PNG": _png, "GIF": _gif, "BMP": _bmp, "WEBP": _webp}
 
 
-def _reencode(im: Image.Image, lossy: bool, encoding: Encoding, orientation: int = 1) -> CheckedImage:
-    """JPEG for lossy JPEG sources (lossy already) and, with jpeg_only, for all others (as RGB);
-    else lossless PNG. Turned as EXIF `orientation` says, if not 1."""
+def _reencode(
+    im: Image.Image, lossy: bool, encoding: Encoding, orientation: int = 1, full_size: tuple[int, int] | None = None
+) -> CheckedImage:
+    """JPEG for lossy JPEG sources (lossy already), for sources scaled down and, with jpeg_only,
+    for all others (as RGB); else lossless PNG. Turned as EXIF `orientation` says, if not 1, then
+    scaled down as `encoding.resize` bounds a source of `full_size` (its full size, turned: `im`
+    may be a JPEG decoded at a reduced scale)."""
     source = im
+    target = encoding.resize.target(*full_size) if full_size else None
     with _pillow_errors("convert", f"cannot re-encode {im.format} {im.mode}"):
+        # Pixels no PNG holds whole are refused, not clipped into a JPEG either
+        mode = _PNG_MODES.get(im.mode)
+        if mode is None:
+            raise BadImage("convert", f"Pillow mode {im.mode} has no lossless PNG form")
+        if im.mode == "I" and not 0 <= im.getextrema()[0] <= im.getextrema()[1] <= 0xFFFF:
+            raise BadImage("convert", "32-bit pixel values outside 0..65535 have no lossless PNG form")
         if orientation != 1:
             im = ImageOps.exif_transpose(im)
-        if lossy or encoding.jpeg_only:
-            out = im if lossy and im.mode in ("L", "RGB") else _rgb(im, encoding.alpha)
+        if lossy or encoding.jpeg_only or target:
+            out = im if (lossy or target) and im.mode in ("L", "RGB") else _rgb(im, encoding.alpha)
+            if target:
+                out = scaled(out, target)
             fmt, options, channels = "JPEG", {"quality": encoding.jpeg_quality}, 1 if out.mode == "L" else 3
         else:
-            mode = _PNG_MODES.get(im.mode)
-            if mode is None:
-                raise BadImage("convert", f"Pillow mode {im.mode} has no lossless PNG form")
-            if im.mode == "I" and not 0 <= im.getextrema()[0] <= im.getextrema()[1] <= 0xFFFF:
-                raise BadImage("convert", "32-bit pixel values outside 0..65535 have no lossless PNG form")
             out = im if mode == im.mode else im.convert(mode)
             # zlib level 4 makes photos within 1% of the default level 6's size, in 60% of the time.
             fmt, options = "PNG", {"compress_level": 4}
@@ -484,7 +528,19 @@ def _reencode(im: Image.Image, lossy: bool, encoding: Encoding, orientation: int
     with _pillow_errors("decode", f"bad {source.format} data"):  # counting frames reads past the first
         # An MPO's further images are other views or previews of its first (many camera JPEGs are MPO)
         frames = 1 if source.format == "MPO" else getattr(source, "n_frames", 1)
-    return CheckedImage(buffer.getvalue(), fmt.lower(), out.height, out.width, channels, True, frames)
+    original_width, original_height = full_size or (None, None)
+    return CheckedImage(
+        buffer.getvalue(),
+        fmt.lower(),
+        out.height,
+        out.width,
+        channels,
+        True,
+        frames,
+        1,
+        original_height,
+        original_width,
+    )
 
 
 def _rgb(im: Image.Image, alpha: str) -> Image.Image:

@@ -27,8 +27,14 @@ DEFAULT_IMAGE_KEYS = {
     # requires the key, and its parsers read the value as an int64 (utils.process_source_id).
     "source_id": "image/source_id",
 }
+# Where sources are stored scaled down (config image.resize), each record also keeps its source's
+# full size, turned as the stored image is: stored / original is the scale a reader applies to
+# coordinates on the original (boxes, points).
+ORIGINAL_SIZE_KEYS = {"original_height": "image/original/height", "original_width": "image/original/width"}
 # The dtype of each role, for the manifest's feature spec.
 IMAGE_KEY_DTYPES = {
+    "original_height": "int64",
+    "original_width": "int64",
     "encoded": "string",
     "format": "string",
     "height": "int64",

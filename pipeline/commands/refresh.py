@@ -48,7 +48,7 @@ from core.contract.manifest import Manifest, ManifestError, read_manifest
 from core.contract.versions import LatestPointerError, new_run, next_version
 from core.shown import show
 from pipeline.build import converting_processes
-from pipeline.config import Config, ConfigError, load_config, to_dict
+from pipeline.config import Config, ConfigError, load_config, to_dict, with_defaults
 from pipeline.ending import saying_what_dest_holds, version_outcome
 from pipeline.flags import REFRESH_FLAGS, command_name, config_overrides, make_parser, parse_command_line
 from pipeline.job import EXIT_FAILED, EXIT_HELD, EXIT_REFUSED, EXIT_REJECTED, RunFailedError, run_job, stages_only
@@ -114,7 +114,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _settings(options: dict) -> str:
-    return json.dumps({k: v for k, v in options.items() if k not in _NOT_SETTINGS}, sort_keys=True, default=str)
+    """The settings that make a version what it is, comparable across versions made before and
+    after a setting was added (config.with_defaults)."""
+    settings = with_defaults(options)
+    return json.dumps({k: v for k, v in settings.items() if k not in _NOT_SETTINGS}, sort_keys=True, default=str)
 
 
 def previous_manifest(root: str, version: str | None) -> Manifest | None:

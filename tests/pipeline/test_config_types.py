@@ -229,6 +229,7 @@ def test_the_config_keeps_its_shape_for_the_manifest_and_the_job():
             "exif_orientation": "keep",
             "layout": "auto",
             "min_side": 1,
+            "resize": {"shorter_side": None, "longer_side": None},
         },
         "image_csv": {"uri_column": "image_uri", "label_column": "label", "split_column": "split", "roots": []},
         "csv": {
