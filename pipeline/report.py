@@ -58,7 +58,7 @@ def _counts_text(c: Counts) -> str:
 def run_summary(manifest: Manifest, output: str, seconds: float) -> list[str]:
     """The summary `convert` and `refresh` print when the job has finished."""
     c = manifest.counts
-    lines = [f"Dataset written to {output}", *_read_as(manifest)]
+    lines = [f"Dataset written to {output}", *_read_as(manifest), *_stored_size_lines(manifest)]
     on_disk = bytes_on_disk(output, manifest)
     for split in manifest.splits.values():
         disk = f", {on_disk[split.name] / 1e6:.1f} {on_disk_label(manifest)}" if on_disk is not None else ""

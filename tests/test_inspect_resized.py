@@ -208,3 +208,14 @@ def test_contact_sheet_captions_show_the_stored_and_the_original_size(resized, t
 def test_a_caption_fits_its_line(sample, caption):
     assert contact_sheet.size_caption(sample) == caption
     assert len(caption) <= contact_sheet.CAPTION_CHARS
+
+
+def test_the_run_summary_says_how_images_are_stored(tmp_path, capsys):
+    (tmp_path / "in" / "circle").mkdir(parents=True)
+    (tmp_path / "in" / "circle" / "large.jpg").write_bytes(jpeg((160, 120)))
+    config = tmp_path / "resize.yaml"
+    config.write_text(json.dumps({"image": {"resize": {"shorter_side": BOUND}, "jpeg_quality": 90}}))
+    argv = ["--config", config, "--input", tmp_path / "in", "--output", tmp_path / "out"]
+    assert pipeline_main([str(a) for a in argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"Dataset written to {tmp_path / 'out'}" and lines[1] == LINE

@@ -176,7 +176,7 @@ def test_an_unexpected_error_is_logged_without_its_message(monkeypatch):
     """An error that may be a bug is logged with its traceback, but neither it nor the reason
     holds its message, which may quote the file."""
 
-    def choke(im, data):
+    def choke(im, data, target):
         raise RuntimeError(repr(data[:16]))
 
     monkeypatch.setitem(image_check._NATIVE, "PNG", choke)

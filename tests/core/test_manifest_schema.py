@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.contract.features import DEFAULT_IMAGE_KEYS
+from core.contract.features import DEFAULT_IMAGE_KEYS, ORIGINAL_SIZE_KEYS
 from core.contract.layout import ARRAY_RECORD, FILE_FORMATS, is_contained
 from core.contract.manifest import (
     COMPRESSIONS,
@@ -187,7 +187,7 @@ def test_the_schema_knows_the_values_the_code_knows():
     assert array_record["then"]["properties"]["format_version"]["const"] == OTHER_FILE_FORMAT_VERSION
     assert array_record["else"]["properties"]["format_version"]["const"] == FORMAT_VERSION
     image_kinds = image_kinds["else"]
-    assert list(properties["image_keys"]["properties"]) == list(DEFAULT_IMAGE_KEYS)
+    assert list(properties["image_keys"]["properties"]) == [*DEFAULT_IMAGE_KEYS, *ORIGINAL_SIZE_KEYS]
     assert image_kinds["properties"]["image_keys"]["required"] == list(DEFAULT_IMAGE_KEYS)
 
 
