@@ -109,9 +109,9 @@ class _ImageChecker:
         target = self.resize.target(*original)
         bound = f"(image.resize: {self.resize.describe()})"
         if target is not None and target != (width, height):
-            return f"{sizes}: above the bound {bound}, it is stored at {target[0]}x{target[1]}"
+            return f"{sizes}: above the bound {bound}, it should be stored at {target[0]}x{target[1]}"
         if target is None and original != (width, height):
-            return f"{sizes}: within the bound {bound}, it is stored at its original size"
+            return f"{sizes}: within the bound {bound}, it should be stored at its original size"
         return None
 
 

@@ -144,13 +144,13 @@ def rewrite(dest: pathlib.Path, shard: str, index: int, features: dict[str, int]
             "square/small.png",
             (300, 200),
             "stored at 30x20, its original size 300x200: above the bound (image.resize: shorter side at most "
-            "48 px), it is stored at 72x48",
+            "48 px), it should be stored at 72x48",
         ),
         (
             "circle/0001.jpg",
             (48, 50),
             "stored at 48x48, its original size 48x50: within the bound (image.resize: shorter side at most "
-            "48 px), it is stored at its original size",
+            "48 px), it should be stored at its original size",
         ),
         ("circle/large.jpg", (160, 121), "stored at 64x48, its original size 160x121: above the bound"),
     ],
