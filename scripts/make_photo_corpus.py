@@ -3,7 +3,7 @@
 
 Usage::
 
-    python scripts/make_photo_corpus.py [--out bench/photos] [--count 2000] [--seed 20240601]
+    python scripts/make_photo_corpus.py [--out bench/photos] [--count 2000] [--seed 20240601] [--long_side N]
 
 The sources are the colour photographs shipped inside the scikit-image package itself (read straight
 from the package's ``skimage/data`` folder, so nothing is ever downloaded): astronaut, chelsea,
@@ -18,7 +18,8 @@ They are grouped into 5 class folders::
 
 Each file is a random crop (random area and aspect ratio) of one source, optionally mirrored, with
 mild brightness/contrast/colour jitter and a little sensor-like noise, rescaled to a random size
-(long side 384-832 px; 15% of the files 1024-1600 px) and saved as an optimized JPEG of quality
+(long side 384-832 px; 15% of the files 1024-1600 px; or all of them ``--long_side`` px, 4032 for
+camera-sized photos of 12 Mpixels) and saved as an optimized JPEG of quality
 85-95 (10% progressive). With the defaults this gives ~2,000 files, ~150-300 MB in all, median
 ~60-90 kB, much like a folder of camera photos that were resized for the web. The corpus is
 deterministic: file ``i`` depends only on ``--seed`` and ``i``, so ``--count`` only adds or drops
@@ -87,8 +88,9 @@ def _target_long_side(rng: np.random.Generator) -> int:
     return int(rng.integers(384, 833))
 
 
-def make_photo(index: int, seed: int) -> tuple[str, bytes]:
-    """Returns (relative path, JPEG bytes) of corpus file `index`."""
+def make_photo(index: int, seed: int, long_side: int | None = None) -> tuple[str, bytes]:
+    """Returns (relative path, JPEG bytes) of corpus file `index`: of the web-sized mix, or with
+    every long side `long_side` px (camera-sized photos: 4032)."""
     rng = np.random.default_rng([seed, index])
     classes = sorted(CLASSES)
     label = classes[index % len(classes)]
@@ -109,7 +111,7 @@ def make_photo(index: int, seed: int) -> tuple[str, bytes]:
     if rng.random() < 0.5:
         image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
 
-    long_side = _target_long_side(rng)
+    long_side = long_side or _target_long_side(rng)
     scale = long_side / max(cw, ch)
     size = (max(1, round(cw * scale)), max(1, round(ch * scale)))
     image = image.resize(size, Image.Resampling.BICUBIC)
@@ -134,21 +136,21 @@ def make_photo(index: int, seed: int) -> tuple[str, bytes]:
     return f"{label}/{index:06d}.jpg", buf.getvalue()
 
 
-def _build_one(job: tuple[int, int, str]) -> int:
-    index, seed, out = job
-    rel, data = make_photo(index, seed)
+def _build_one(job: tuple[int, int, str, int | None]) -> int:
+    index, seed, out, long_side = job
+    rel, data = make_photo(index, seed, long_side)
     with open(os.path.join(out, rel), "wb") as f:
         f.write(data)
     return len(data)
 
 
-def build(out: str, count: int, seed: int, processes: int | None = None) -> list[int]:
+def build(out: str, count: int, seed: int, processes: int | None = None, long_side: int | None = None) -> list[int]:
     """Writes the corpus; returns the file sizes in bytes."""
     _skimage_data_dir()  # here, not first in the pool's workers, whose crashes the pool would only restart
     for label in CLASSES:
         shutil.rmtree(os.path.join(out, label), ignore_errors=True)
         os.makedirs(os.path.join(out, label), exist_ok=True)
-    jobs = [(i, seed, out) for i in range(count)]
+    jobs = [(i, seed, out, long_side) for i in range(count)]
     processes = processes or os.cpu_count() or 1
     with multiprocessing.Pool(processes, initializer=_init_worker) as pool:
         sizes = []
@@ -165,10 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=2000, help="number of JPEG files (default: 2000)")
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--processes", type=int, default=None, help="worker processes (default: all cores)")
+    parser.add_argument(
+        "--long_side", type=int, default=None, help="every photo this long on its long side, e.g. 4032 (camera-sized)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    sizes = build(args.out, args.count, args.seed, args.processes)
+    sizes = build(args.out, args.count, args.seed, args.processes, args.long_side)
     log.info(
         "%s: %d files in %d classes, %.1f MB in all, median %.1f kB (min %.1f kB, max %.1f kB)",
         args.out,
