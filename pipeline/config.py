@@ -101,7 +101,7 @@ class ResizeConfig(pydantic.BaseModel):
         return self
 
     @property
-    def resize(self) -> Resize:
+    def bound(self) -> Resize:
         return Resize(self.shorter_side, self.longer_side)
 
 
@@ -147,7 +147,7 @@ class ImageConfig(pydantic.BaseModel):
     @property
     def encoding(self) -> Encoding:
         upright = self.exif_orientation == "apply"
-        resize = self.resize.resize
+        resize = self.resize.bound
         return Encoding(
             self.jpeg_only, self.jpeg_quality, self.alpha, upright=upright, min_side=self.min_side, resize=resize
         )
@@ -358,7 +358,7 @@ class Config(pydantic.BaseModel):
     def image_keys(self) -> dict[str, str]:
         """The feature key of each role records have: the original size roles only where sources
         are resized."""
-        roles = {**DEFAULT_IMAGE_KEYS, **(ORIGINAL_SIZE_KEYS if self.image.resize.resize.enabled else {})}
+        roles = {**DEFAULT_IMAGE_KEYS, **(ORIGINAL_SIZE_KEYS if self.image.resize.bound.enabled else {})}
         return {role: self.image.keys.get(role, key) for role, key in roles.items()}
 
 

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import itertools
 
+import pydantic
+
 from core import storage
 from core.contract.features import ORIGINAL_SIZE_KEYS
 from core.contract.json_text import NotJson, json_lines
 from core.contract.layout import ARRAY_RECORD, REJECTED_MANIFEST_NAME, REPORT_LINE_CHARS, join
 from core.contract.manifest import Counts, Manifest
+from pipeline.config import ResizeConfig
 from pipeline.flags import command_name
 from transforms.folder_layout import SPLIT_FOLDERS, FolderLayout
 from transforms.image_resize import Resize
@@ -145,19 +148,14 @@ def _read_as(manifest: Manifest) -> list[str]:
 
 
 def stored_resize(manifest: Manifest) -> Resize | None:
-    """The bound the images of `manifest` were stored within (its options.image.resize, config
-    image.resize), or None: no side named (the setting off, or a manifest older than it), or a
-    setting that is not one."""
+    """The bound the images of `manifest` were stored within (its options.image.resize, read as
+    the config reads image.resize), or None: no side named (the setting off, or a manifest older
+    than it), or a setting that is not one."""
     image = manifest.options.get("image") if manifest.is_image_dataset else None
     resize = image.get("resize") if isinstance(image, dict) else None
-    if not isinstance(resize, dict):
-        return None
-    sides = {side: resize.get(side) for side in ("shorter_side", "longer_side")}
-    if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in sides.values()):
-        return None
     try:
-        bound = Resize(**sides)
-    except ValueError:
+        bound = ResizeConfig.model_validate(resize).bound
+    except pydantic.ValidationError:
         return None
     return bound if bound.enabled else None
 
