@@ -21,7 +21,11 @@ of it); then the resized run's images per second over the full-size run's, again
 output must hold a record for every photo. ``--keep DIR`` keeps each way's last output of each
 corpus as ``DIR/CORPUS-full`` and ``DIR/CORPUS-resized``: the inputs of
 ``scripts/benchmark_input.py --data DIR/CORPUS-resized --seeds_data DIR/CORPUS-full``.
-``--docs PATH`` writes the table into that page's block ``resize-conversion``, with this command
+A second table says where the resized conversion's added CPU goes, per photo, timed in this process
+on up to 400 photos of each corpus (bench_resize_stages): the check's 1/8-scale decode, the decode
+at the scale the averaging needs, the averaging and the encode, and the speed the decode's
+difference and the encode leave with a scaler that cost nothing (the most any filter reaches).
+``--docs PATH`` writes both tables into that page's block ``resize-conversion``, with this command
 and the machine (bench_docs).
 """
 
