@@ -21,7 +21,11 @@ of it); then the resized run's images per second over the full-size run's, again
 output must hold a record for every photo. ``--keep DIR`` keeps each way's last output of each
 corpus as ``DIR/CORPUS-full`` and ``DIR/CORPUS-resized``: the inputs of
 ``scripts/benchmark_input.py --data DIR/CORPUS-resized --seeds_data DIR/CORPUS-full``.
-``--docs PATH`` writes the table into that page's block ``resize-conversion``, with this command
+A second table says where the resized conversion's added CPU goes, per photo, timed in this process
+on up to 400 photos of each corpus (bench_resize_stages): the check's 1/8-scale decode, the decode
+at the scale the averaging needs, the averaging and the encode, and the speed the decode's
+difference and the encode leave with a scaler that cost nothing (the most any filter reaches).
+``--docs PATH`` writes both tables into that page's block ``resize-conversion``, with this command
 and the machine (bench_docs).
 """
 
@@ -34,10 +38,18 @@ import tempfile
 
 import yaml
 from bench_report import load_line
+from bench_resize_stages import STAGES, corpus_stages, reachable
 from bench_settings import REPO_ROOT
 from bench_statistics import FIGURES, alternate, begin, both_ways, checked_table, medians, photo_inputs, publish
 
 DOCS_BLOCK = "resize-conversion"
+STAGES_NOTE = (
+    "Per photo of each corpus (means over up to 400 of its photos, medians of 3 passes, CPU ms in one "
+    "process: scripts/bench_resize_stages.py): the full-size conversion checks a JPEG with a decode at 1/8 "
+    "scale; the resized one decodes it at the DCT scale its scaling needs, scales it and encodes it. "
+    "The decode's difference from the check's and the encode stay with any scaler: *reachable* is the "
+    "full-size conversion's CPU per photo over itself plus them (both conversions are bound by the CPU)."
+)
 NAMES = {"resized": "resized", "full": "full size"}  # each way, as the table's headings call it
 GOAL = 0.8  # the resized conversion's images per second over the full-size one's, at least
 
@@ -69,9 +81,12 @@ def resize_config(shorter_side: int) -> str:
     return yaml.safe_dump({"kind": "images", "image": {"resize": {"shorter_side": shorter_side}}})
 
 
-def _row(source: dict, runs: dict[str, list[dict]]) -> dict:
+def _row(source: dict, runs: dict[str, list[dict]], shorter_side: int) -> dict:
     row = {"input": source["input"], "records": source["records"], "runs": runs}
     row.update(medians(runs, (*FIGURES, "shards", "bytes")))
+    row["stages"] = corpus_stages(source["paths"], shorter_side)
+    row["full_cpu_ms"] = 1000 * row["full_cpu_s"] / source["records"]
+    row["reachable"] = reachable(row["full_cpu_ms"], row["stages"]["unavoidable"])
     for name in NAMES:
         row[f"{name}_images_per_s"] = source["records"] / row[f"{name}_wall_s"]
     row["speed_ratio"] = row["resized_images_per_s"] / row["full_images_per_s"]
@@ -82,7 +97,7 @@ def _row(source: dict, runs: dict[str, list[dict]]) -> dict:
 def measure(args, sources: list[dict], config: str) -> list[dict]:
     ways = {"resized": (REPO_ROOT, ["--config", config]), "full": (REPO_ROOT, [])}
     done = alternate(sources, ways, args.runs, args.timeout, args.keep)
-    return [_row(source, runs) for source, runs in zip(sources, done, strict=True)]
+    return [_row(source, runs, args.shorter_side) for source, runs in zip(sources, done, strict=True)]
 
 
 def _on_disk(name: str):
@@ -102,6 +117,20 @@ def table(rows: list[dict]) -> str:
             *both_ways("peak RSS MB", "peak_rss_mb", ".0f", NAMES),
             *(_on_disk(name) for name in NAMES),
             ("full size / resized, bytes", lambda row: f"{row['bytes_ratio']:.1f}x"),
+        ],
+    )
+
+
+def stages_table(rows: list[dict]) -> str:
+    """Where the resized conversion's added CPU goes, per photo, and the speed it leaves."""
+    return checked_table(
+        rows,
+        [
+            *((f"{stage}, ms", lambda row, stage=stage: f"{row['stages'][stage]:.2f}") for stage in STAGES),
+            ("decode difference + encode, ms", lambda row: f"{row['stages']['unavoidable']:.2f}"),
+            ("full-size conversion, CPU ms", lambda row: f"{row['full_cpu_ms']:.2f}"),
+            ("reachable with a free scaler", lambda row: f"{row['reachable']:.2f}x"),
+            ("measured", lambda row: f"{row['speed_ratio']:.2f}x"),
         ],
     )
 
@@ -130,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(config, "w", encoding="utf-8") as f:
             f.write(resize_config(args.shorter_side))
         rows = measure(args, sources, config)
-    text = f"{table(rows)}\n\n{notes(rows, args.runs, args.shorter_side)}"
+    text = f"{table(rows)}\n\n{notes(rows, args.runs, args.shorter_side)}\n\n{stages_table(rows)}\n\n{STAGES_NOTE}"
     return publish(args, rows, text, machine, (__file__, DOCS_BLOCK, argv))
 
 

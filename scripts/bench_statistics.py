@@ -90,6 +90,7 @@ def photo_inputs(folders: list[str]) -> list[dict]:
                 "kind": "photos",
                 "words": ["--input", corpus["path"]],
                 "records": len(items),
+                "paths": [path for path, _ in items],
             }
         )
     warm_up(every_item)

@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.append(str(REPO / "scripts"))
 
 import bench_resize  # noqa: E402  (script modules, found through the line above)
+import bench_resize_stages  # noqa: E402
 
 PHOTOS = 40  # of 480x360: each larger than the bound on both sides
 RESIZED_BLOCK = "training-input-resized-40"
@@ -54,6 +55,24 @@ def test_both_ways_are_converted_measured_kept_and_written_into_the_page(tmp_pat
     assert f"`python scripts/bench_resize.py {' '.join(argv)}`" in written and f"| {PHOTOS} photos |" in written
     assert written.startswith("Before.\n") and written.endswith(f"<!-- /table: {bench_resize.DOCS_BLOCK} -->\nAfter.\n")
     assert sorted(path.name for path in keep.iterdir()) == ["photos-full", "photos-resized"]
+    stages = row["stages"]
+    assert all(stages[stage] > 0 for stage in bench_resize_stages.STAGES), stages  # every photo is scaled
+    assert 0 < stages["unavoidable"] < stages["decode to scale"] + stages["JPEG encode"], stages
+    assert row["reachable"] == pytest.approx(row["full_cpu_ms"] / (row["full_cpu_ms"] + stages["unavoidable"]))
+    assert 0 < row["reachable"] < 1
+    assert f"| {row['reachable']:.2f}x | {row['speed_ratio']:.2f}x | ok |" in out and "reachable" in written
+
+
+def test_stages_time_what_a_photo_goes_through():
+    """Above the bound: every stage; within it: only the check decode; not a JPEG: not timed."""
+    resize = bench_resize_stages.Resize(shorter_side=64)
+    above = bench_resize_stages.photo_stages(image_bytes("JPEG", "RGB", (480, 360), quality=95), resize, 95)
+    assert set(above) == set(bench_resize_stages.STAGES) and min(above.values()) > 0, above
+    within = bench_resize_stages.photo_stages(image_bytes("JPEG", "RGB", (60, 40), quality=95), resize, 95)
+    assert within["check decode"] > 0 and not any(within[stage] for stage in bench_resize_stages.STAGES[1:]), within
+    assert bench_resize_stages.photo_stages(image_bytes("PNG", "RGB", (480, 360)), resize, 95) is None
+    added = above["decode to scale"] - above["check decode"] + above["JPEG encode"]
+    assert bench_resize_stages._unavoidable(above) == added and bench_resize_stages._unavoidable(within) == 0
 
 
 def test_the_resize_config_is_yaml_the_pipeline_reads(tmp_path):
@@ -86,4 +105,7 @@ def test_the_trainer_reads_the_resized_records_and_the_seeds_reader_the_full_siz
     written = page.read_text()
     assert "stored at training size for the trainer" in written and "at full size for the seeds' reader" in written
     medians = "Speed-up of the trainer's reader over the seeds' reader's 1st epoch, medians: training "
-    assert f"{medians}{figures['speedup']['cold']:.2f}x in its 1st epoch and " in written
+    speedup = figures["speedup"]
+    assert f"{medians}{speedup['steady']:.2f}x in its steady state ({speedup['cold']:.2f}x in its 1st epoch" in written
+    judged = [name for name, key in (("training", "steady"), ("evaluation", "evaluation")) if speedup[key] < 4]
+    assert (f"under the goal of 4x: {', '.join(judged)}." if judged else "both at least the goal of 4x.") in written

@@ -308,6 +308,21 @@ def decode_window(encoded: tf.Tensor, window: tf.Tensor, image_size: int) -> tf.
     return tf.switch_case(index, [at(ratio) for ratio in _RATIOS])
 
 
+def resized(image: tf.Tensor, image_size: int) -> tf.Tensor:
+    """uint8 [h, w, 3] -> uint8 [image_size, image_size, 3], bilinear (half-pixel centers), rounded
+    half up. A window already of that size is returned as it is (resizing it is the identity): a
+    center crop of images stored at the size the model reads. Bilinear weights are non-negative and
+    sum to one, so resizing the levels plus one half and truncating rounds them, within 0..255
+    without clipping; TF's kernel is faster on float32 than on uint8."""
+
+    def bilinear():
+        levels = tf.image.resize(tf.cast(image, tf.float32) + 0.5, [image_size, image_size], method="bilinear")
+        return tf.cast(levels, tf.uint8)
+
+    same = tf.reduce_all(tf.equal(tf.shape(image)[:2], image_size))
+    return tf.cond(same, lambda: image, bilinear)
+
+
 def preprocess_image(
     encoded: tf.Tensor,
     image_size: int,
@@ -336,8 +351,7 @@ def preprocess_image(
 
     image = tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
     image.set_shape([None, None, 3])
-    resized = tf.image.resize(image, [image_size, image_size], method="bilinear")  # float32
-    image = tf.saturate_cast(tf.round(resized), tf.uint8)
+    image = resized(image, image_size)
     if flip:
         image = tf.image.random_flip_left_right(image, seed=seed)
     return tf.ensure_shape(image, [image_size, image_size, 3])

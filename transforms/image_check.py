@@ -385,7 +385,7 @@ def _jpeg(im: Image.Image, data: bytes, target: tuple[int, int] | None) -> int |
     # Decoding at 1/8 scale (or, for a source stored resized, the coarsest scale that keeps what
     # its scaling needs: transforms.image_resize) still reads every byte of entropy-coded data, so
     # truncation shows... (Only for these processes: scaling a lossless JPEG corrupts Pillow 12's heap.)
-    im.draft(im.mode, draft_size(target) if target else (max(1, im.width // 8), max(1, im.height // 8)))
+    im.draft(im.mode, drafted_size(im.size, target))
     im.load()
     # ... but Pillow forgives a missing end marker, and a segment running past the end of the file
     # (such as a corrupt byte reading as a marker); TF does not.
@@ -398,6 +398,12 @@ def _jpeg(im: Image.Image, data: bytes, target: tuple[int, int] | None) -> int |
             raise _Damaged(f"segment 0x{data[pos + 1]:02X} at byte {pos} runs past the end of the file")
         pos = end
     raise _Damaged("no end-of-image marker (truncated?)")
+
+
+def drafted_size(size: tuple[int, int], target: tuple[int, int] | None) -> tuple[int, int]:
+    """What a JPEG of `size` is decoded at (Pillow's `draft`): the coarsest DCT scale, 1/8, to check
+    it, or, stored scaled down to `target`, the scale its scaling needs (transforms.image_resize)."""
+    return draft_size(target) if target else (max(1, size[0] // 8), max(1, size[1] // 8))
 
 
 def _jpeg_frame(data: bytes) -> tuple[int | None, int]:

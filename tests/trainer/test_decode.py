@@ -9,6 +9,8 @@ import collections
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from pipeline.cli import main as convert
@@ -184,3 +186,24 @@ def test_augmentation_settings_are_checked_and_reach_the_input_from_the_flags(im
     argv = ["--data", str(image_dataset), "--model_dir", "m", "--train_crop", "none", "--eval_crop", "none"]
     job = train.plan_job(train.parser().parse_args([*argv, "--no_flip"]))
     assert job.make_dataset.keywords["augmentation"] == input_fn.Augmentation("none", "none", False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    height=st.integers(1, 40),
+    width=st.integers(1, 40),
+    size=st.integers(1, 48),
+    level=st.integers(0, 255),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_resizing_rounds_to_the_nearest_level_and_never_wraps(height, width, size, level, seed):
+    """input_fn.resized: the bilinear resize rounded to uint8 (ties may go either way), a flat image
+    stays its level (255 does not wrap to 0), and a window already the size is left as it is."""
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    got = input_fn.resized(tf.constant(pixels), size).numpy()
+    exact = tf.image.resize(tf.cast(pixels, tf.float64), [size, size]).numpy()
+    assert got.shape == (size, size, 3) and np.abs(got - exact).max() <= 0.5 + 1e-6
+    flat = input_fn.resized(tf.fill([height, width, 3], tf.constant(level, tf.uint8)), size).numpy()
+    assert (flat == level).all()
+    same = np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(input_fn.resized(tf.constant(same), size).numpy(), same)
