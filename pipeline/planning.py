@@ -217,7 +217,9 @@ def _stored_fraction(config: Config, sample: tuple[str, ...]) -> float:
     """What the records store per byte of their sources: 1, but for images stored resized, which
     `sample` of them measures (pipeline.stored_size)."""
     image = config.image
-    fraction = stored_fraction(list(sample), image.max_pixels, image.encoding, image.max_file_mib << 20) if sample else None
+    if not sample:
+        return 1.0
+    fraction = stored_fraction(list(sample), image.max_pixels, image.encoding, image.max_file_mib << 20)
     if fraction is None:
         return 1.0
     _LOG.info(

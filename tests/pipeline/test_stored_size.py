@@ -23,7 +23,9 @@ TARGET_MIB = 0.25  # so that the full-size photos take several shards
 
 
 @settings(max_examples=80, deadline=None)
-@given(uris=st.lists(st.text(min_size=1, max_size=12), max_size=60, unique=True), size=st.integers(1, 10), data=st.data())
+@given(
+    uris=st.lists(st.text(min_size=1, max_size=12), max_size=60, unique=True), size=st.integers(1, 10), data=st.data()
+)
 def test_the_sample_is_the_smallest_hashes_whatever_the_order(uris, size, data):
     order = data.draw(st.permutations(uris))
     sample = SourceSample(size)
@@ -58,7 +60,8 @@ def _shards(tmp_path: pathlib.Path, name: str, kind: str, source: pathlib.Path, 
     config = tmp_path / f"{name}.yaml"
     config.write_text(json.dumps({"kind": kind, "image": {"resize": resize}, "splits": {"train": 1.0}}))
     dest = tmp_path / name
-    argv = ["--config", str(config), "--input", str(source), "--output", str(dest), "--target_shard_mib", str(TARGET_MIB)]
+    argv = ["--config", str(config), "--input", str(source), "--output", str(dest)]
+    argv += ["--target_shard_mib", str(TARGET_MIB)]
     assert main(argv) == 0
     manifest = load_manifest(dest)
     return {"shards": len(manifest.splits["train"].shards), "bytes": manifest.splits["train"].bytes}
