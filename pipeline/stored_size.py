@@ -3,8 +3,8 @@ of its sources, measured before the run on a sample of them, so that its shards 
 they will hold.
 
 Shard counts are fixed before the job runs, from the sources' bytes the listing gives (pipeline.
-sharding); a resized dataset stores far less than its sources (a third for web-sized photos, a
-fortieth for camera photos), which would leave its shards that much under the target size. The
+sharding); a resized dataset stores less than its sources, the less the larger they are than the
+bound, which would leave its shards that much under the target size. The
 planner offers every source it lists to a SourceSample, which keeps a fixed number of them chosen
 by a hash of their URI (the same ones whatever the listing order, in bounded memory, spread over
 every folder and split); `stored_fraction` converts those through the run's own reader and checker
@@ -23,7 +23,7 @@ from transforms.image_convert import read_source
 
 _LOG = logging.getLogger(__name__)
 
-SAMPLE_SOURCES = 24  # sources converted while planning: a few seconds at most, even from gs://
+SAMPLE_SOURCES = 24  # sources read and converted while planning, one after another
 
 
 class SourceSample:
