@@ -442,8 +442,10 @@ def make_plan(
     }[config.kind]
     with _loaded_objects_frozen():
         planned = planner(config, source)
-    stored = _stored_fraction(config, planned.sample)
-    shards = {name: shard_count(round(size * stored), config.sharding) for name, size in planned.split_bytes.items()}
+    shards = {name: shard_count(size, config.sharding) for name, size in planned.split_bytes.items()}
+    if any(count > 1 for count in shards.values()):  # one shard each: storing less changes nothing
+        stored = _stored_fraction(config, planned.sample)
+        shards = {name: shard_count(round(n * stored), config.sharding) for name, n in planned.split_bytes.items()}
     listing = planned.listing
     _LOG.info("planned %s: %d file(s), %.1f MB; shards %s", source, listing.files, listing.bytes / 1e6, shards)
     for name, meant in misspelt(list(config.splits)).items():
