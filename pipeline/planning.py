@@ -37,6 +37,7 @@ from pipeline.image_csv_plan import RowTable, found_images, names_of
 from pipeline.listing_digest import ListingDigest
 from pipeline.sharding import shard_count
 from pipeline.source_list import SourceList
+from pipeline.stored_size import SourceSample, stored_fraction
 from transforms import listing_handover, progress
 from transforms.csv_dialect import AUTO, CsvDialect, DialectError, header_warnings
 from transforms.csv_records import WHOLE_CSV, CsvPart, CsvRecords
@@ -81,6 +82,7 @@ class PlannedInput:
     folder_layout: FolderLayout = CLASS_FOLDER_LAYOUT  # images: class folders or split folders
     warnings: tuple[str, ...] = ()  # what a user of the data should hear of what planning decided
     label_column: str = ""  # tabular: the column of each row's class or target (csv.label)
+    sample: tuple[str, ...] = ()  # image kinds stored resized: sources to size its shards by (pipeline.stored_size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +162,7 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool, listed: Sour
     split_bytes = {name: 0 for name in layout.splits or config.splits}
     labels, sources, digest, skipped = set(), 0, ListingDigest(_sink(listed)), collections.Counter()
     kept: list | None = [] if hand_over else None
+    sample = _sample(config)
     listing = progress.Phase("listing", "files")
     for entry in progress.counted(storage.list_below(root, config.listing_threads), listing):
         outcome = classify(entry)
@@ -177,6 +180,8 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool, listed: Sour
             sources += 1
             labels.add(outcome.label)
             split_bytes[outcome.split] += entry.size_in_bytes
+            if sample is not None:
+                sample.offer(outcome.uri)
         elif isinstance(outcome, Skipped):
             skipped[outcome.extension] += 1
     listing.finish()
@@ -199,7 +204,31 @@ def _plan_class_folders(config: Config, root: str, hand_over: bool, listed: Sour
         listing_handover.keep(kept) if kept is not None else None,
         images=sources,
         folder_layout=layout,
+        sample=tuple(sample.uris) if sample is not None else (),
     )
+
+
+def _sample(config: Config) -> SourceSample | None:
+    """Where the sources a resized dataset's shards are sized by are kept (pipeline.stored_size)."""
+    return SourceSample() if config.image.resize.bound.enabled else None
+
+
+def _stored_fraction(config: Config, sample: tuple[str, ...]) -> float:
+    """What the records store per byte of their sources: 1, but for images stored resized, which
+    `sample` of them measures (pipeline.stored_size)."""
+    image = config.image
+    if not sample:
+        return 1.0
+    fraction = stored_fraction(list(sample), image.max_pixels, image.encoding, image.max_file_mib << 20)
+    if fraction is None:
+        return 1.0
+    _LOG.info(
+        "images stored resized (image.resize): about %.0f%% of their sources' bytes, as %d of them show; "
+        "shards sized for that",
+        100 * fraction,
+        len(sample),
+    )
+    return fraction
 
 
 def _sink(listed: SourceList | None):
@@ -229,6 +258,7 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool, listed: Sou
     table, rows, first_dead = RowTable(), 0, None
     parts, part = [], CsvPart(0, 0, None)
     cut = CSV_PART_BYTES if not storage.is_gzip(csv_uri) else None  # a GZIP stream is read from its start
+    sample = _sample(config)
     listing = progress.Phase("listing", "rows")
     with storage.open_text(csv_uri, errors="surrogateescape", inside=None) as text, _refused(ImageCsvLayoutError):
         records = CsvRecords(text)
@@ -239,6 +269,8 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool, listed: Sou
             rows += 1
             if isinstance(row, CsvRow):
                 table.add(row.source)
+                if sample is not None:
+                    sample.offer(row.source.uri)
             else:
                 first_dead = first_dead or row
             if cut and records.part_may_start and records.offset - part.start >= cut:  # the next row starts a part
@@ -277,6 +309,7 @@ def _plan_image_csv(config: Config, csv_uri: str, local_files: bool, listed: Sou
         csv_parts=tuple(parts),
         csv_size=csv_metadata.size_in_bytes,
         images=int(found.sum()),
+        sample=tuple(sample.uris) if sample is not None else (),
     )
 
 
@@ -410,6 +443,9 @@ def make_plan(
     with _loaded_objects_frozen():
         planned = planner(config, source)
     shards = {name: shard_count(size, config.sharding) for name, size in planned.split_bytes.items()}
+    if any(count > 1 for count in shards.values()):  # one shard each: storing less changes nothing
+        stored = _stored_fraction(config, planned.sample)
+        shards = {name: shard_count(round(n * stored), config.sharding) for name, n in planned.split_bytes.items()}
     listing = planned.listing
     _LOG.info("planned %s: %d file(s), %.1f MB; shards %s", source, listing.files, listing.bytes / 1e6, shards)
     for name, meant in misspelt(list(config.splits)).items():
