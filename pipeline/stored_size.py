@@ -19,7 +19,7 @@ import heapq
 import logging
 
 from pipeline.image_csv_plan import uri_digest
-from transforms.image_check import BadImage, Encoding, check_image
+from transforms.image_check import Encoding, check_image
 from transforms.image_convert import read_source
 
 _LOG = logging.getLogger(__name__)
@@ -63,8 +63,6 @@ def _sizes(uri: str, max_pixels: int, encoding: Encoding, max_file_bytes: int) -
     try:
         data = read_source(uri, max_file_bytes)
         return len(check_image(data, max_pixels, encoding).data), len(data)
-    except BadImage:
-        return None
-    except Exception as e:  # a source the job would report; the sample does without it
-        _LOG.debug("sizing sample: cannot read %s: %s", uri, type(e).__name__)
+    except Exception as e:  # unreadable or refused (BadImage): the job reports it, the sample does without it
+        _LOG.debug("sizing sample: leaving out %s: %s", uri, type(e).__name__)
         return None
