@@ -187,12 +187,9 @@ class StoredImages:
 
 
 def stored_images(manifest: Manifest) -> StoredImages:
-    """The promises of the settings the manifest records (options.image); a value not of the
-    expected type (a manifest written by hand, an older version) promises nothing."""
+    """The promises of the settings the manifest records: jpeg_only exactly true (a value of
+    another type, in a manifest written by hand or by another version, promises nothing), and the
+    bound of image.resize (Manifest.stored_bound: either side caps the shorter one)."""
     image = manifest.options.get("image")
-    if not isinstance(image, dict):
-        return StoredImages()
-    resize = image.get("resize") if isinstance(image.get("resize"), dict) else {}
-    bounds = [resize.get(side) for side in ("shorter_side", "longer_side")]
-    bound = next((b for b in bounds if isinstance(b, int) and not isinstance(b, bool) and b >= 1), None)
-    return StoredImages(image.get("jpeg_only") is True, bound)
+    bound = manifest.stored_bound
+    return StoredImages(isinstance(image, dict) and image.get("jpeg_only") is True, bound[1] if bound else None)
