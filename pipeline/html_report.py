@@ -2,8 +2,8 @@
 browser and offline: no script, no network, the styles and charts (SVG) inline, thumbnails as
 data: URIs. Splits and labels as bar charts, the distributions of image sizes and bytes or of a
 table's columns (from the statistics the job computed: transforms.dataset_statistics), formats,
-colour modes and orientations (sizes as stored: where images are stored resized, the page says
-so, and where their full sizes are), dead letters by stage with the first of them, examples per class,
+colour modes and orientations (where images are stored resized, the page says so, and charts the
+sources' full sizes beside the stored ones), dead letters by stage with the first of them, examples per class,
 the manifest's warnings; for a refresh version, what changed since the one before it and, for one
 held, why.
 

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import itertools
 
-import pydantic
-
 from core import storage
 from core.contract.features import ORIGINAL_SIZE_KEYS
 from core.contract.json_text import NotJson, json_lines
 from core.contract.layout import ARRAY_RECORD, REJECTED_MANIFEST_NAME, REPORT_LINE_CHARS, join
 from core.contract.manifest import Counts, Manifest
-from pipeline.config import ResizeConfig
 from pipeline.flags import command_name
 from transforms.folder_layout import SPLIT_FOLDERS, FolderLayout
 from transforms.image_resize import Resize
@@ -148,16 +145,9 @@ def _read_as(manifest: Manifest) -> list[str]:
 
 
 def stored_resize(manifest: Manifest) -> Resize | None:
-    """The bound the images of `manifest` were stored within (its options.image.resize, read as
-    the config reads image.resize), or None: no side named (the setting off, or a manifest older
-    than it), or a setting that is not one."""
-    image = manifest.options.get("image") if manifest.is_image_dataset else None
-    resize = image.get("resize") if isinstance(image, dict) else None
-    try:
-        bound = ResizeConfig.model_validate(resize).bound
-    except pydantic.ValidationError:
-        return None
-    return bound if bound.enabled else None
+    """The bound the images of `manifest` were stored within (Manifest.stored_bound), or None."""
+    bound = manifest.stored_bound
+    return Resize(**dict([bound])) if bound else None
 
 
 def stored_size_text(manifest: Manifest) -> str:

@@ -1,7 +1,8 @@
 """`inspect DEST --report FILE.html` in a real headless browser (Debian's chromium): the page loads
 with no console message and no request but for itself, its key figures are in the DOM, names from
 the data are shown and never run (a class folder named as an HTML tag with a script), a dataset
-stored resized says so (its image sizes are the stored ones), and a screenshot renders."""
+stored resized says so and charts the sources' full sizes beside the stored ones, and a screenshot
+renders."""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def test_the_page_loads_alone_with_its_figures_in_the_dom(report):
 
 
 def test_a_resized_dataset_says_its_sizes_are_the_stored_ones(tmp_path):
-    """image.resize: the sizes the page charts are the records' stored ones, and it says so."""
+    """image.resize: the page charts the records' stored sizes and, beside them, the sources' full
+    sizes, and says which are which."""
     shutil.copytree(SAMPLE / "circle", tmp_path / "src" / "circle")
     config = tmp_path / "resize.yaml"
     config.write_text(json.dumps({"image": {"resize": {"longer_side": 40}}}))
@@ -81,7 +83,9 @@ def test_a_resized_dataset_says_its_sizes_are_the_stored_ones(tmp_path):
         '<div class="muted" id="stored-size">Images stored with their longer side at most 40 px (image.resize), '
         "JPEG quality 95; full sizes in image/original/height, image/original/width</div>"
     ) in done.stdout
-    assert "<h2>Image sizes as stored</h2>" in done.stdout
+    assert "<h2>Image sizes as stored, and the sources' full sizes</h2>" in done.stdout
+    for name in ("image/width", "image/original/width", "image/original/height"):
+        assert f'<h3>{name} <span class="muted">(train)</span></h3>' in done.stdout, name
 
 
 def test_a_screenshot_renders_the_page(report, tmp_path):

@@ -296,29 +296,42 @@ def _ratio_index(short_side: tf.Tensor, image_size: int) -> tf.Tensor:
     return tf.reduce_sum(tf.cast(short_side // tf.constant(_RATIOS[1:]) >= image_size, tf.int32))
 
 
-def decode_window(encoded: tf.Tensor, window: tf.Tensor, image_size: int) -> tf.Tensor:
+def usable_ratios(image_size: int, max_short_side: int | None = None) -> tuple[int, ...]:
+    """The DCT ratios a window can be decoded at: all of them, or where no stored image's shorter
+    side exceeds `max_short_side` (manifest_io.StoredImages), those that keep image_size of it."""
+    if max_short_side is None:
+        return _RATIOS
+    return tuple(ratio for ratio in _RATIOS if ratio == 1 or max_short_side // ratio >= image_size)
+
+
+def decode_window(encoded: tf.Tensor, window: tf.Tensor, image_size: int, ratios: Sequence[int] = _RATIOS) -> tf.Tensor:
     """The `window` ([y, x, h, w]) of a JPEG, uint8 [h', w', 3]: only that window is decoded
     (`decode_and_crop_jpeg`), at the largest DCT scaling that keeps its short side >= image_size
-    (h' = h // ratio)."""
+    (h' = h // ratio), of `ratios` (usable_ratios): with only 1, there is no choice to make."""
 
     def at(ratio: int):
         return lambda: tf.io.decode_and_crop_jpeg(encoded, window // ratio, channels=3, ratio=ratio)
 
-    index = _ratio_index(tf.minimum(window[2], window[3]), image_size)
-    return tf.switch_case(index, [at(ratio) for ratio in _RATIOS])
+    if len(ratios) == 1:
+        return at(1)()
+    index = tf.minimum(_ratio_index(tf.minimum(window[2], window[3]), image_size), len(ratios) - 1)
+    return tf.switch_case(index, [at(ratio) for ratio in ratios])
 
 
-def resized(image: tf.Tensor, image_size: int) -> tf.Tensor:
+def resized(image: tf.Tensor, image_size: int, *, may_fit: bool = True) -> tf.Tensor:
     """uint8 [h, w, 3] -> uint8 [image_size, image_size, 3], bilinear (half-pixel centers), rounded
-    half up. A window already of that size is returned as it is (resizing it is the identity): a
-    center crop of images stored at the size the model reads. Bilinear weights are non-negative and
-    sum to one, so resizing the levels plus one half and truncating rounds them, within 0..255
-    without clipping; TF's kernel is faster on float32 than on uint8."""
+    half up. Bilinear weights are non-negative and sum to one, so resizing the levels plus one half
+    and truncating rounds them, within 0..255 without clipping; TF's kernel is faster on float32
+    than on uint8. With `may_fit`, a window already of that size is returned as it is (resizing it
+    is the identity): center crops of images stored at the size the model reads often are; a
+    random window rarely is, and the test would cost every image more than it saves."""
 
     def bilinear():
         levels = tf.image.resize(tf.cast(image, tf.float32) + 0.5, [image_size, image_size], method="bilinear")
         return tf.cast(levels, tf.uint8)
 
+    if not may_fit:
+        return bilinear()
     same = tf.reduce_all(tf.equal(tf.shape(image)[:2], image_size))
     return tf.cond(same, lambda: image, bilinear)
 
@@ -331,27 +344,32 @@ def preprocess_image(
     flip: bool = False,
     settings: Augmentation | None = None,
     seed: int | None = None,
+    stored: manifest_io.StoredImages | None = None,
 ) -> tf.Tensor:
     """One encoded image -> uint8 [image_size, image_size, 3]: crop (`crop`: "random", "center"
     or "none"), bilinear resize, rounded, optionally a random flip.
 
     JPEGs are cropped before decoding, from their header's shape, and decoded at a reduced DCT
     scale when the window is at least twice `image_size`; other formats (PNG, GIF, BMP) are
-    decoded whole, then cropped.
+    decoded whole, then cropped. `stored` (what the dataset's settings promise of its images)
+    leaves out the branches no record takes: the format test where every record is a JPEG, the
+    choice of DCT scale where none is large enough for one.
     """
     settings = settings or Augmentation()
+    stored = stored or manifest_io.StoredImages()
 
     def jpeg():
-        return decode_window(encoded, crop_window(tf.io.extract_jpeg_shape(encoded), crop, settings, seed), image_size)
+        window = crop_window(tf.io.extract_jpeg_shape(encoded), crop, settings, seed)
+        return decode_window(encoded, window, image_size, usable_ratios(image_size, stored.max_short_side))
 
     def other():
         image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
         window = crop_window(tf.shape(image), crop, settings, seed)
         return tf.slice(image, tf.stack([window[0], window[1], 0]), tf.stack([window[2], window[3], 3]))
 
-    image = tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
+    image = jpeg() if stored.all_jpeg else tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
     image.set_shape([None, None, 3])
-    image = resized(image, image_size)
+    image = resized(image, image_size, may_fit=crop == "center")
     if flip:
         image = tf.image.random_flip_left_right(image, seed=seed)
     return tf.ensure_shape(image, [image_size, image_size, 3])
@@ -410,8 +428,10 @@ def image_dataset(
         parsed = tf.io.parse_example(serialized, spec)
         return parsed[encoded_key], tf.cast(parsed[label_key] - label_offset, tf.int32)
 
+    stored = manifest_io.stored_images(manifest)
+
     def decode(encoded, label):
-        image = preprocess_image(encoded, image_size, crop=crop, flip=flip, settings=settings, seed=seed)
+        image = preprocess_image(encoded, image_size, crop=crop, flip=flip, settings=settings, seed=seed, stored=stored)
         return image, label
 
     # Batched parsing (one parse_example per PARSE_BATCH records), then decoding one image per

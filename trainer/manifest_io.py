@@ -8,6 +8,7 @@ a shard before tf.data opens it (shard_paths). gs:// has neither, and is read th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 
@@ -172,3 +173,23 @@ def image_feature_keys(manifest: Manifest) -> tuple[str, str]:
     if not manifest.label_map:
         raise IncompleteManifestError("the manifest of an image dataset has an empty label_map")
     return keys["encoded"], keys["label"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredImages:
+    """What the conversion's settings promise of every stored image of a dataset, so that decoding
+    can leave out branches no record takes: each is a JPEG (config image.jpeg_only), and none has a
+    shorter side over `max_short_side` (config image.resize: either bound caps it). The defaults
+    promise nothing: every branch stays."""
+
+    all_jpeg: bool = False
+    max_short_side: int | None = None
+
+
+def stored_images(manifest: Manifest) -> StoredImages:
+    """The promises of the settings the manifest records: jpeg_only exactly true (a value of
+    another type, in a manifest written by hand or by another version, promises nothing), and the
+    bound of image.resize (Manifest.stored_bound: either side caps the shorter one)."""
+    image = manifest.options.get("image")
+    bound = manifest.stored_bound
+    return StoredImages(isinstance(image, dict) and image.get("jpeg_only") is True, bound[1] if bound else None)

@@ -77,6 +77,7 @@ def plan_job(args: argparse.Namespace) -> Job:
     _, label_key = manifest_io.image_feature_keys(manifest)
     classes = manifest.label_map
     _check_num_classes(args.num_classes, label_key, classes)
+    _warn_if_scaled_up(manifest, args.image_size)
     num_classes = len(classes)
     return Job(
         data,
@@ -100,6 +101,22 @@ def plan_job(args: argparse.Namespace) -> Job:
         spec={"model": args.architecture, "task": "classification", "label": label_key, "classes": list(classes)},
         **splits,
     )
+
+
+def _warn_if_scaled_up(manifest: Manifest, image_size: int) -> None:
+    """A warning where --image_size is larger than every stored image's shorter side (the
+    conversion's image.resize): the model then trains on pixels made up by upscaling."""
+    bound = manifest_io.stored_images(manifest).max_short_side
+    if bound is not None and image_size > bound:
+        _LOG.warning(
+            "--image_size %d is larger than this dataset's images: they were stored with no shorter side over "
+            "%d px (its conversion's image.resize), so every one is scaled up; to train at %d px, convert with "
+            "a bound of at least %d",
+            image_size,
+            bound,
+            image_size,
+            image_size,
+        )
 
 
 def _tabular_job(args: argparse.Namespace, data: str, manifest: Manifest, splits: dict) -> Job:

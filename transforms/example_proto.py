@@ -151,17 +151,30 @@ COLOUR_MODES = {1: "grey", 2: "grey and alpha", 3: "RGB", 4: "RGBA"}  # by the c
 
 def image_facts(keys: Mapping[str, str], image: CheckedImage, label: str) -> dict[str, int | float | str]:
     """What the dataset's statistics take of one image record (transforms.dataset_statistics):
-    the stored features they describe, under their feature names (`keys`), and what a record
-    implies but does not store: its bytes, aspect ratio, colour mode and EXIF orientation."""
+    the stored features they describe, under their feature names (`keys`), the source's full size
+    too where the record keeps it (a run that resizes: its stored sizes sit at the bound, so only
+    these show what the sources are, and a refresh's drift checks see them change), and what a
+    record implies but does not store: its bytes, aspect ratio, colour mode and EXIF orientation."""
     return {
         keys["width"]: image.width,
         keys["height"]: image.height,
+        **_original_size(keys, image),
         keys["format"]: image.format,
         keys["text"]: label,
         "image/stored_bytes": len(image.data),
         "image/aspect_ratio": image.width / image.height,
         "image/colour_mode": COLOUR_MODES.get(image.channels, f"{image.channels} channels"),
         "image/exif_orientation": str(image.orientation),  # a kind, counted: 1 (none) to 8
+    }
+
+
+def _original_size(keys: Mapping[str, str], image: CheckedImage) -> dict[str, int]:
+    """The source's full size under the original size roles, where `keys` has them."""
+    if "original_height" not in keys:
+        return {}
+    return {
+        keys["original_height"]: image.original_height or image.height,
+        keys["original_width"]: image.original_width or image.width,
     }
 
 
@@ -184,7 +197,4 @@ def image_features(
         keys["filename"]: uri,
         keys["source_id"]: source_id(key),
     }
-    if "original_height" in keys:
-        features[keys["original_height"]] = image.original_height or image.height
-        features[keys["original_width"]] = image.original_width or image.width
-    return features
+    return features | _original_size(keys, image)

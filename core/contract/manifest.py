@@ -50,6 +50,7 @@ MAX_MANIFEST_CHARS = 256 << 20
 DTYPES = ("string", "int64", "float32")
 KINDS = ("images", "image_csv", "csv")  # class folders, a CSV of image URIs, tabular CSV files
 IMAGE_KINDS = ("images", "image_csv")
+RESIZE_SIDES = ("shorter_side", "longer_side")  # the bounds config image.resize takes, one at most
 
 
 def json_schema() -> dict:
@@ -226,6 +227,21 @@ class Manifest:
     @property
     def error_budget_exceeded(self) -> bool:
         return self.error_fraction > self.max_error_fraction
+
+    @property
+    def stored_bound(self) -> tuple[str, int] | None:
+        """(side, pixels): the bound an image dataset's images were stored within, as its
+        options.image.resize names it (one of RESIZE_SIDES, a whole number >= 1, the other side
+        unset), or None: no side named (the setting off, a manifest older than it) or a setting
+        that is not one. Every reader of the setting reads it here."""
+        image = self.options.get("image") if self.is_image_dataset else None
+        resize = image.get("resize") if isinstance(image, dict) else None
+        if not isinstance(resize, dict) or not set(resize) <= set(RESIZE_SIDES):
+            return None
+        named = [(side, resize[side]) for side in RESIZE_SIDES if resize.get(side) is not None]
+        if len(named) != 1 or type(named[0][1]) is not int or named[0][1] < 1:
+            return None
+        return named[0]
 
     def to_json(self) -> str:
         body = dataclasses.asdict(self)
