@@ -45,8 +45,10 @@ with this command and the machine (bench_docs).
 converted at full size, while the trainer's readers, the read + parse row and the decode floors
 read `--data`, those photos stored at training size (config `image.resize`): what storing them so
 gains against the seeds' reader on the full-size records (goal: at least 4x, training and
-evaluation). The table then goes into the block `training-input-resized-RECORDS`, with the
-speed-ups below it.
+evaluation). A row then times the trainer's decode alone in its steady state (the random window
+at full scale, the scale it decodes such images at, no resize), and what its resize, rounding and
+flip cost is the rest of the trainer's steady-state CPU. The table goes into the block
+`training-input-resized-RECORDS`, with the speed-ups below it.
 """
 
 from __future__ import annotations
@@ -110,11 +112,13 @@ def trainer_reader(data, manifest, paths, batch_size: int, image_size: int, trai
     )
 
 
-def decode_floor(manifest, paths, batch_size: int, crop: str) -> tf.data.Dataset:
-    """Less work than any reader that decodes the window the model sees: read + parse as the
-    trainer does, then the `crop` window of each JPEG decoded at the coarsest DCT scale (ratio 8,
-    nearly all of it entropy decoding, which no scale or crop skips for the rows above the window's
-    bottom), no resize. Its img/s bounds what decoding less can gain on this corpus and CPU."""
+def decode_floor(manifest, paths, batch_size: int, crop: str, ratio: int = 8) -> tf.data.Dataset:
+    """Read + parse as the trainer does, then the `crop` window of each JPEG decoded at DCT `ratio`,
+    no resize. At ratio 8, the coarsest, it is less work than any reader that decodes the window the
+    model sees (nearly all of it entropy decoding, which no scale or crop skips for the rows above
+    the window's bottom): its img/s bounds what decoding less can gain on this corpus and CPU. At
+    ratio 1 it is the trainer's own decode of images stored at training size, without what follows
+    it (resize, rounding, flip)."""
     from trainer import input_fn  # the repository is on sys.path from main() on
 
     keys = manifest.image_keys
@@ -122,7 +126,7 @@ def decode_floor(manifest, paths, batch_size: int, crop: str) -> tf.data.Dataset
 
     def decode(encoded):
         window = input_fn.crop_window(tf.io.extract_jpeg_shape(encoded), crop, settings, seed=None)
-        return tf.reduce_max(tf.io.decode_and_crop_jpeg(encoded, window // 8, channels=3, ratio=8))
+        return tf.reduce_max(tf.io.decode_and_crop_jpeg(encoded, window // ratio, channels=3, ratio=ratio))
 
     return (
         input_fn.record_dataset(paths, training=True)
@@ -203,6 +207,15 @@ def _verdict(speedup: dict, goal: float) -> str:
         f"{speedup['steady']:.2f}x in its steady state ({speedup['cold']:.2f}x in its 1st epoch, which "
         f"builds and warms the pipeline once per job), evaluation {speedup['evaluation']:.2f}x; "
         + (f"under the goal of {goal:g}x: {', '.join(under)}." if under else f"both at least the goal of {goal:g}x.")
+    )
+
+
+def _after_decode(bound: dict) -> str:
+    """What the trainer's decode of the window leaves for the rest of its work, in training."""
+    return (
+        f"The trainer's decode alone (the random window at full scale, no resize), in its steady state, "
+        f"reaches {bound['training_decode_alone']:.2f}x; the trainer's resize, rounding and flip take the "
+        f"other {bound['after_decode_cpu_ms']:.2f} ms of CPU per image in its own."
     )
 
 
@@ -292,6 +305,12 @@ def main(argv=None) -> int:
             timed_epoch(lambda crop=crop: decode_floor(manifest, paths, bs, crop), batches, bs)[0]
             for _ in range(args.runs)
         ]
+    window = "trainer's decode alone, 2nd epoch: random window at full scale, no resize"
+    if args.seeds_data:  # images stored at training size: the trainer decodes them at full scale
+        runs[window] = [  # the steady state, as the trainer's that it is set against
+            timed_epoch(lambda: decode_floor(manifest, paths, bs, "random", ratio=1), batches, bs, 2, False)[1]
+            for _ in range(args.runs)
+        ]
 
     medians = {
         name: (statistics.median(r for r, _ in figures), statistics.median(c for _, c in figures))
@@ -312,6 +331,9 @@ def main(argv=None) -> int:
         "training": medians[floors["random"]][0] / medians[seeds][0],
         "evaluation": medians[floors["center"]][0] / medians[seeds][0],
     }
+    if window in medians:
+        bound["training_decode_alone"] = medians[window][0] / medians[seeds][0]
+        bound["after_decode_cpu_ms"] = medians[trainer_steady][1] - medians[window][1]
     cpu_ratio = {
         "cold": medians[seeds][1] / medians[trainer][1],
         "steady": medians[seeds][1] / medians[trainer_steady][1],
@@ -322,7 +344,7 @@ def main(argv=None) -> int:
         command = invoked_command(__file__, sys.argv[1:] if argv is None else argv)
         text = medians_table(runs, medians, records, shards, bs, size)
         if args.seeds_data:
-            text += "\n\n" + _verdict(speedup, goal)
+            text += "\n\n" + _verdict(speedup, goal) + " " + _after_decode(bound)
         write_tables(args.docs, {block: text}, command)
     print(
         f"\nspeed-up over the seeds' reader's 1st epoch (both decode + resize every image), medians; "
@@ -338,6 +360,7 @@ def main(argv=None) -> int:
         f"\nbound (the decode floors over the seeds' reader's 1st epoch; no reader that decodes the window "
         f"each image shows can pass it on this CPU): training {bound['training']:.2f}x, "
         f"evaluation {bound['evaluation']:.2f}x"
+        + (f"\n{_after_decode(bound)}" if "training_decode_alone" in bound else "")
     )
     if args.json:
         pathlib.Path(args.json).write_text(

@@ -109,3 +109,9 @@ def test_the_trainer_reads_the_resized_records_and_the_seeds_reader_the_full_siz
     assert f"{medians}{speedup['steady']:.2f}x in its steady state ({speedup['cold']:.2f}x in its 1st epoch" in written
     judged = [name for name, key in (("training", "steady"), ("evaluation", "evaluation")) if speedup[key] < 4]
     assert (f"under the goal of 4x: {', '.join(judged)}." if judged else "both at least the goal of 4x.") in written
+    alone, rest = figures["bound"]["training_decode_alone"], figures["bound"]["after_decode_cpu_ms"]
+    window = figures["medians"]["trainer's decode alone, 2nd epoch: random window at full scale, no resize"]
+    steady = figures["medians"]["trainer input_fn: 2nd epoch (steady state)"]
+    assert rest == steady[1] - window[1] and window[0] > 0
+    assert f"(the random window at full scale, no resize), in its steady state, reaches {alone:.2f}x" in written
+    assert f"the other {rest:.2f} ms of CPU per image" in out
