@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import time
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
+from pydantic_core import to_jsonable_python
 
 from core import storage
 from core.contract.layout import SOURCES_NAME, join
@@ -117,7 +117,7 @@ def _settings(options: dict) -> dict:
     """The settings that make a version what it is, comparable across versions made before and
     after a setting was added (config.with_defaults), as a manifest holds them (JSON: lists)."""
     settings = with_defaults(options)
-    return json.loads(json.dumps({k: v for k, v in settings.items() if k not in _NOT_SETTINGS}, default=str))
+    return to_jsonable_python({k: v for k, v in settings.items() if k not in _NOT_SETTINGS}, fallback=str)
 
 
 def _leaves(settings: dict, prefix: str = ""):
