@@ -32,7 +32,14 @@ from pipeline.lease import LEASE_SECONDS
 from pipeline.sharding import MAX_SHARD_MIB, MAX_SHARDS, ShardConfig
 from transforms.csv_dialect import AUTO
 from transforms.folder_layout import LAYOUTS
-from transforms.image_check import ALPHA_MODES, DEFAULT_MAX_PIXELS, Encoding, max_pixels_limit
+from transforms.image_check import (
+    ALPHA_MODES,
+    DEFAULT_MAX_PIXELS,
+    JPEG_QUALITY,
+    Encoding,
+    default_jpeg_quality,
+    max_pixels_limit,
+)
 from transforms.image_convert import DEFAULT_MAX_FILE_MIB, MAX_FILE_MIB
 from transforms.image_resize import Resize
 from transforms.splits import check_split_name
@@ -129,7 +136,9 @@ class ImageConfig(pydantic.BaseModel):
     # ImageNet-style readers, whose labels are 1-based. The manifest records it.
     label_offset: Annotated[Int, Field(ge=0, le=MAX_LABEL_OFFSET)] = 0
     jpeg_only: Bool = False  # every source but a JPEG TF decodes re-encoded to RGB JPEG (counted as converted)
-    jpeg_quality: Annotated[Int, Field(ge=1, le=100)] = 95  # of every JPEG the pipeline encodes
+    # of every JPEG the pipeline encodes; none given: 90 where images are resized, else 95
+    # (transforms.image_check.default_jpeg_quality). The manifest records the quality used.
+    jpeg_quality: Annotated[Int, Field(ge=1, le=100)] = JPEG_QUALITY
     alpha: Literal[ALPHA_MODES] = "composite"  # jpeg_only: transparency composited on white, or dropped
     # sources with an EXIF orientation, which TF ignores: stored as they are and named in the
     # manifest's warnings (keep), or re-encoded as a photo viewer shows them (apply; converted)
@@ -156,6 +165,19 @@ class ImageConfig(pydantic.BaseModel):
     def _encodable(self):
         self.encoding  # noqa: B018 (its checks: a resize below min_side is refused)
         return self
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _default_quality(cls, data):
+        """The default quality made explicit (it depends on `resize`), so that the manifest and a
+        refresh's comparison of settings see the quality the images are encoded at."""
+        if not isinstance(data, dict) or data.get("jpeg_quality") is not None:
+            return data
+        try:
+            resize = ResizeConfig.model_validate(data.get("resize", {}))
+        except pydantic.ValidationError:
+            return data  # reported where `resize` itself is validated
+        return {**data, "jpeg_quality": default_jpeg_quality(resize.bound)}
 
     @pydantic.field_validator("extensions", mode="before")
     @classmethod

@@ -74,7 +74,8 @@ def corpus_stages(paths: Sequence[str], shorter_side: int, passes: int = 3) -> d
     for path in paths[::step][:SAMPLE]:
         with open(path, "rb") as f:
             sample.append(f.read())
-    resize, quality = Resize(shorter_side=shorter_side), Encoding().jpeg_quality
+    resize = Resize(shorter_side=shorter_side)
+    quality = Encoding(resize=resize).jpeg_quality  # a resized conversion's default
     means: dict[str, list[float]] = {name: [] for name in (*STAGES, "unavoidable")}
     for _ in range(passes):
         timed = [costs for data in sample if (costs := photo_stages(data, resize, quality)) is not None]

@@ -81,7 +81,7 @@ def test_a_resized_dataset_says_its_sizes_are_the_stored_ones(tmp_path):
     assert done.returncode == 0 and "CONSOLE" not in done.stderr, done.stderr[-2000:]
     assert (
         '<div class="muted" id="stored-size">Images stored with their longer side at most 40 px (image.resize), '
-        "JPEG quality 95; full sizes in image/original/height, image/original/width</div>"
+        "JPEG quality 90; full sizes in image/original/height, image/original/width</div>"
     ) in done.stdout
     assert "<h2>Image sizes as stored, and the sources' full sizes</h2>" in done.stdout
     for name in ("image/width", "image/original/width", "image/original/height"):

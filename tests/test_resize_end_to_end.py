@@ -170,3 +170,37 @@ def test_a_version_made_before_the_setting_existed_counts_as_made_without_it(tmp
     assert main(argv) == 0
     assert "nothing changed" in capsys.readouterr().out
     assert (root / "LATEST").read_text().strip() == version
+
+
+def _quantization(quality: int, mode: str) -> dict:
+    """The quantization tables Pillow writes a JPEG of `quality` and `mode` with."""
+    buffer = io.BytesIO()
+    Image.new(mode, (16, 16)).save(buffer, "JPEG", quality=quality)
+    return Image.open(buffer).quantization
+
+
+@pytest.mark.parametrize(
+    "image, stored_quality",
+    [
+        ({"resize": {"shorter_side": BOUND}}, 90),  # a training copy: FFCV's quality by default
+        ({"resize": {"shorter_side": BOUND}, "jpeg_quality": 95}, 95),
+        ({"jpeg_only": True}, 95),  # re-encodings without a resize stand in for the originals
+        ({"jpeg_only": True, "jpeg_quality": 80}, 80),
+    ],
+    ids=["resized", "resized at 95", "re-encoded", "re-encoded at 80"],
+)
+def test_the_jpegs_written_are_of_the_quality_the_manifest_records(tmp_path, image, stored_quality):
+    sources = write_input(tmp_path / "in")
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps({"kind": "images", "image": image}))
+    dest = tmp_path / "out"
+    argv = ["--config", str(config), "--input", str(tmp_path / "in"), "--output", str(dest)]
+    assert main([*argv, "--max_error_fraction", "0.5"]) == 0
+    assert load_manifest(dest).options["image"]["jpeg_quality"] == stored_quality
+    records = records_by_source(dest, tmp_path / "in")
+    encoded = {rel: record for rel, record in records.items() if record["image/encoded"] != sources[rel]}
+    assert set(encoded) >= {"cat/scan.tiff", "dog/drawing.png"}  # each of these runs writes JPEGs of them
+    for rel, record in encoded.items():
+        assert record["image/format"] == b"jpeg", rel
+        stored = Image.open(io.BytesIO(record["image/encoded"]))
+        assert stored.quantization == _quantization(stored_quality, stored.mode), rel

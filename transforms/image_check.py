@@ -86,6 +86,8 @@ from transforms.image_resize import Resize, draft_size, scaled
 _LOG = logging.getLogger(__name__)
 
 DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's decompression-bomb threshold: ~9.5k x 9.5k
+JPEG_QUALITY = 95  # a JPEG written in place of a source readers cannot decode stands in for the original
+RESIZED_JPEG_QUALITY = 90  # images scaled down to the size a model trains on: FFCV's default for its stored images
 # TF fails JPEGs of 2**29 decoded bytes or more (4 per pixel for CMYK), PNGs of 2**29 pixels, BMPs of 2**28.
 _TF_MAX_PIXELS = (1 << 27) - 1
 # What Pillow raises on malformed data (Image.open itself treats the last four as "not this format").
@@ -196,13 +198,15 @@ class Encoding:
     stored byte for byte are encoded, and the smallest side their crops take."""
 
     jpeg_only: bool = False  # every source that is not a JPEG TF decodes becomes an RGB JPEG
-    jpeg_quality: int = 95  # of every JPEG written here
+    jpeg_quality: int | None = None  # of every JPEG written here; None: default_jpeg_quality(resize)
     alpha: str = "composite"  # jpeg_only: transparency composited on white, or dropped
     upright: bool = False  # sources with an EXIF orientation re-encoded as a viewer shows them
     min_side: int = 1  # sources stored with a shorter side below it refused: a reader's crop of them would be empty
     resize: Resize = Resize()  # sources larger than its bound stored scaled down to it, as JPEG
 
     def __post_init__(self):
+        if self.jpeg_quality is None:
+            object.__setattr__(self, "jpeg_quality", default_jpeg_quality(self.resize))
         if not 1 <= self.jpeg_quality <= 100:
             raise ValueError(f"jpeg_quality={self.jpeg_quality} is not in 1..100")
         if self.min_side < 1:
@@ -214,6 +218,13 @@ class Encoding:
             raise ValueError(
                 f"resize to {bound} px would store every larger source with a side below min_side ({self.min_side} px)"
             )
+
+
+def default_jpeg_quality(resize: Resize) -> int:
+    """The quality of the JPEGs a run writes where its settings name none. A resized dataset is a
+    training copy at the model's size, decoded again every epoch: FFCV's quality, whose smaller
+    files decode faster. Anything else is written at a quality that stands in for the original."""
+    return RESIZED_JPEG_QUALITY if resize.enabled else JPEG_QUALITY
 
 
 def max_pixels_limit() -> int:

@@ -35,18 +35,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import time
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
+from pydantic_core import to_jsonable_python
 
 from core import storage
 from core.contract.layout import SOURCES_NAME, join
 from core.contract.manifest import Manifest, ManifestError, read_manifest
 from core.contract.versions import LatestPointerError, new_run, next_version
-from core.shown import show
+from core.shown import quoted, show
 from pipeline.build import converting_processes
 from pipeline.config import Config, ConfigError, load_config, to_dict, with_defaults
 from pipeline.ending import saying_what_dest_holds, version_outcome
@@ -113,11 +113,32 @@ def parser() -> argparse.ArgumentParser:
     )
 
 
-def _settings(options: dict) -> str:
+def _settings(options: dict) -> dict:
     """The settings that make a version what it is, comparable across versions made before and
-    after a setting was added (config.with_defaults)."""
+    after a setting was added (config.with_defaults), as a manifest holds them (JSON: lists)."""
     settings = with_defaults(options)
-    return json.dumps({k: v for k, v in settings.items() if k not in _NOT_SETTINGS}, sort_keys=True, default=str)
+    return to_jsonable_python({k: v for k, v in settings.items() if k not in _NOT_SETTINGS}, fallback=str)
+
+
+def _leaves(settings: dict, prefix: str = ""):
+    for key, value in settings.items():
+        if isinstance(value, dict) and value:
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def changed_settings(before: dict, after: dict) -> list[str]:
+    """`section.key: before -> after` for each setting whose value differs, in the order of the
+    keys: a refresh that converts everything again says which setting made it."""
+    old, new = dict(_leaves(before)), dict(_leaves(after))
+    missing = object()
+    return [
+        f"{key}: {'(none)' if old.get(key, missing) is missing else quoted(old[key])} -> "
+        f"{'(none)' if new.get(key, missing) is missing else quoted(new[key])}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key, missing) != new.get(key, missing)
+    ]
 
 
 def previous_manifest(root: str, version: str | None) -> Manifest | None:
@@ -149,8 +170,11 @@ def unchanged_since(root: str, version: str, previous: Manifest, plan: Plan, con
         return None
     if previous.listing is None or previous.listing.fingerprint != plan.listing.fingerprint:
         return None
-    if _settings(previous.options) != _settings(to_dict(config)):
-        _LOG.info("the input is unchanged but the settings differ from version %s: refreshing", version)
+    changed = changed_settings(_settings(previous.options), _settings(to_dict(config)))
+    if changed:
+        _LOG.info(
+            "the input is unchanged but settings differ from version %s (%s): refreshing", version, "; ".join(changed)
+        )
         return None
     return (
         f"nothing changed: the input listing ({plan.listing.files} file(s), fingerprint "

@@ -63,9 +63,12 @@ def test_a_setting_the_config_takes_is_the_manifest_s_bound_and_only_for_images(
 
 def test_no_other_module_reads_the_setting_from_a_manifest():
     """A "resize" key read out of a dict (`x["resize"]`, `x.get("resize")`) anywhere in the
-    product's code but Manifest.stored_bound bypasses it."""
+    product's code but Manifest.stored_bound bypasses it. pipeline.config is left out: it parses
+    the setting as given (ResizeConfig, which stored_bound agrees with above), not a manifest."""
     readers = []
     for place in places((*LIBRARY, "trainer")):
+        if place.module == "pipeline.config":
+            continue
         node = place.node
         key = None
         if isinstance(node, ast.Subscript):
