@@ -121,6 +121,7 @@ def _settings(options: dict) -> dict:
 
 
 def _leaves(settings: dict, prefix: str = ""):
+    """(dotted key, value) of each setting, walking into every section that holds any."""
     for key, value in settings.items():
         if isinstance(value, dict) and value:
             yield from _leaves(value, f"{prefix}{key}.")
@@ -132,12 +133,14 @@ def changed_settings(before: dict, after: dict) -> list[str]:
     """`section.key: before -> after` for each setting whose value differs, in the order of the
     keys: a refresh that converts everything again says which setting made it."""
     old, new = dict(_leaves(before)), dict(_leaves(after))
-    missing = object()
+
+    def shown(side: dict, key: str) -> str:
+        return quoted(side[key]) if key in side else "(none)"
+
     return [
-        f"{key}: {'(none)' if old.get(key, missing) is missing else quoted(old[key])} -> "
-        f"{'(none)' if new.get(key, missing) is missing else quoted(new[key])}"
+        f"{key}: {shown(old, key)} -> {shown(new, key)}"
         for key in sorted(old.keys() | new.keys())
-        if old.get(key, missing) != new.get(key, missing)
+        if key not in old or key not in new or old[key] != new[key]
     ]
 
 
